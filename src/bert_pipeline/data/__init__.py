@@ -1,0 +1,1 @@
+"""Pretraining data: tokenizer, sentence splitting, example creation and batching (no Kedro)."""

@@ -1,0 +1,154 @@
+"""Batching of pretraining examples into padded torch tensors, with optional dynamic masking.
+
+Static mode pads examples whose masks were drawn once by `create_examples` (google's
+`create_pretraining_data.py`). Dynamic mode (RoBERTa-style) draws fresh 80/10/10 masks on every
+call with the same selection rule as google: `min(max_predictions_per_seq, max(1, round(n * p)))`
+positions per sequence, where `n` is the unpadded length, chosen uniformly among non-special tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+IGNORE_INDEX = -100
+
+
+class PretrainingCollator:
+    """Turns a list of example rows (see the examples table contract) into a batch dict of tensors.
+
+    Deterministic: dynamic masks depend only on `seed`, the number of previous calls and, inside a
+    DataLoader worker, the worker id (each worker gets its own stream so workers never repeat masks).
+    """
+
+    def __init__(
+        self,
+        pad_token_id: int = 0,
+        mask_token_id: int | None = None,
+        vocab_size: int | None = None,
+        special_token_ids: Iterable[int] = (),
+        dynamic_masking: bool = False,
+        masked_lm_prob: float = 0.15,
+        max_predictions_per_seq: int = 20,
+        pad_to_multiple_of: int | None = 8,
+        seed: int = 0,
+    ) -> None:
+        if dynamic_masking:
+            if mask_token_id is None or vocab_size is None:
+                raise ValueError("dynamic_masking=True needs mask_token_id and vocab_size")
+            if not 0.0 < masked_lm_prob < 1.0:
+                raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}")
+            if max_predictions_per_seq < 1:
+                raise ValueError(
+                    f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}"
+                )
+        self.pad_token_id = int(pad_token_id)
+        self.mask_token_id = None if mask_token_id is None else int(mask_token_id)
+        self.vocab_size = None if vocab_size is None else int(vocab_size)
+        self.special_token_ids = sorted({int(t) for t in special_token_ids} | {self.pad_token_id})
+        self.dynamic_masking = bool(dynamic_masking)
+        self.masked_lm_prob = float(masked_lm_prob)
+        self.max_predictions_per_seq = int(max_predictions_per_seq)
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self.seed = int(seed)
+        self._generator: torch.Generator | None = None
+        self._worker_id: int | None = None
+
+    def _rng(self) -> torch.Generator:
+        """Generator for this process; DataLoader workers get distinct seeds (seed, worker id)."""
+        info = torch.utils.data.get_worker_info()
+        worker_id = -1 if info is None else info.id
+        if self._generator is None or worker_id != self._worker_id:
+            seed = self.seed if worker_id < 0 else hash((self.seed, worker_id)) & (2**63 - 1)
+            self._generator = torch.Generator().manual_seed(seed)
+            self._worker_id = worker_id
+        return self._generator
+
+    def __call__(self, examples: Sequence[Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+        if len(examples) == 0:
+            raise ValueError("PretrainingCollator got an empty list of examples")
+        ids = [np.asarray(e["input_ids"], dtype=np.int64) for e in examples]
+        lengths = np.array([len(x) for x in ids], dtype=np.int64)
+        width = int(lengths.max())
+        if self.pad_to_multiple_of:
+            m = int(self.pad_to_multiple_of)
+            width = -(-width // m) * m
+        batch = len(examples)
+        input_ids = np.full((batch, width), self.pad_token_id, dtype=np.int64)
+        token_type_ids = np.zeros((batch, width), dtype=np.int64)
+        for row, (e, x) in enumerate(zip(examples, ids, strict=True)):
+            input_ids[row, : len(x)] = x
+            token_type_ids[row, : len(x)] = np.asarray(e["token_type_ids"], dtype=np.int64)
+        attention_mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
+        nsp = np.array([int(e["next_sentence_label"]) for e in examples], dtype=np.int64)
+
+        out = {
+            "input_ids": torch.from_numpy(input_ids),
+            "token_type_ids": torch.from_numpy(token_type_ids),
+            "attention_mask": torch.from_numpy(attention_mask),
+            "next_sentence_label": torch.from_numpy(nsp),
+        }
+        if self.dynamic_masking:
+            positions, labels = self._mask_dynamic(out["input_ids"], out["attention_mask"])
+        else:
+            positions, labels = self._static_masks(examples)
+        out["masked_lm_positions"] = positions
+        out["masked_lm_labels"] = labels
+        return out
+
+    @staticmethod
+    def _static_masks(examples: Sequence[Mapping[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+        pos = [np.asarray(e["masked_lm_positions"], dtype=np.int64) for e in examples]
+        lab = [np.asarray(e["masked_lm_ids"], dtype=np.int64) for e in examples]
+        width = max(1, max(len(p) for p in pos))
+        positions = np.zeros((len(examples), width), dtype=np.int64)
+        labels = np.full((len(examples), width), IGNORE_INDEX, dtype=np.int64)
+        for row, (p, y) in enumerate(zip(pos, lab, strict=True)):
+            if len(p) != len(y):
+                raise ValueError(
+                    f"example {row}: {len(p)} masked_lm_positions but {len(y)} masked_lm_ids"
+                )
+            positions[row, : len(p)] = p
+            labels[row, : len(y)] = y
+        return torch.from_numpy(positions), torch.from_numpy(labels)
+
+    def _mask_dynamic(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masks `input_ids` in place; returns ([B,P] positions, [B,P] original ids / -100)."""
+        gen = self._rng()
+        specials = torch.tensor(self.special_token_ids, dtype=input_ids.dtype)
+        maskable = (attention_mask == 1) & ~torch.isin(input_ids, specials)
+        lengths = attention_mask.sum(dim=1)
+        n_predict = torch.round(lengths.double() * self.masked_lm_prob).long().clamp(min=1)
+        n_predict = torch.minimum(n_predict, maskable.sum(dim=1))
+        n_predict = n_predict.clamp(max=self.max_predictions_per_seq)
+
+        # Uniform choice of n_predict[b] maskable positions: rank random scores, non-maskable last.
+        scores = torch.rand(input_ids.shape, generator=gen)
+        scores[~maskable] = 2.0
+        rank = scores.argsort(dim=1).argsort(dim=1)
+        selected = rank < n_predict[:, None]
+
+        width = max(1, int(n_predict.max()))
+        positions = torch.zeros((input_ids.shape[0], width), dtype=torch.long)
+        labels = torch.full((input_ids.shape[0], width), IGNORE_INDEX, dtype=torch.long)
+        rows, cols = selected.nonzero(as_tuple=True)  # row-major, so columns come out sorted
+        slot = torch.arange(rows.numel()) - torch.repeat_interleave(
+            torch.cumsum(n_predict, 0) - n_predict, n_predict
+        )
+        positions[rows, slot] = cols
+        labels[rows, slot] = input_ids[rows, cols]
+
+        # 80% [MASK], 10% random vocabulary id (any id, as google), 10% unchanged.
+        draw = torch.rand(rows.numel(), generator=gen)
+        random_ids = torch.randint(0, self.vocab_size, (rows.numel(),), generator=gen)
+        new_ids = input_ids[rows, cols].clone()
+        new_ids[draw < 0.8] = self.mask_token_id
+        use_random = draw >= 0.9
+        new_ids[use_random] = random_ids[use_random]
+        input_ids[rows, cols] = new_ids
+        return positions, labels

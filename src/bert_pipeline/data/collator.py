@@ -62,7 +62,10 @@ class PretrainingCollator:
         info = torch.utils.data.get_worker_info()
         worker_id = -1 if info is None else info.id
         if self._generator is None or worker_id != self._worker_id:
-            seed = self.seed if worker_id < 0 else hash((self.seed, worker_id)) & (2**63 - 1)
+            seed = self.seed
+            if worker_id >= 0:
+                state = np.random.SeedSequence([self.seed, worker_id]).generate_state(1, np.uint64)
+                seed = int(state[0] >> np.uint64(1))
             self._generator = torch.Generator().manual_seed(seed)
             self._worker_id = worker_id
         return self._generator

@@ -1,0 +1,137 @@
+"""BERT WordPiece tokenizer: train one with `tokenizers`, build one from a vocab.txt, save and load.
+
+The layout matches bert-base-uncased (BertNormalizer, BertPreTokenizer, WordPiece with `##`
+continuations, `[CLS] A [SEP] B [SEP]` post-processor) so an HF vocab.txt works unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers.models import WordPiece
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]
+TOKENIZER_FILE = "tokenizer.json"
+VOCAB_FILE = "vocab.txt"
+
+
+class TokenizerError(ValueError):
+    """A vocabulary or tokenizer folder that cannot serve BERT pretraining."""
+
+
+def _configure(tok: Tokenizer, lowercase: bool) -> Tokenizer:
+    tok.normalizer = normalizers.BertNormalizer(
+        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+    )
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece(prefix="##")
+    return tok
+
+
+def _add_post_processor(tok: Tokenizer, source: str) -> Tokenizer:
+    ids = special_token_ids(tok, source)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{CLS} $A {SEP}",
+        pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
+        special_tokens=[(CLS, ids[CLS]), (SEP, ids[SEP])],
+    )
+    return tok
+
+
+def special_token_ids(tok: Tokenizer, source: str = "tokenizer") -> dict[str, int]:
+    """Ids of the five BERT special tokens; a clear error if any is missing or [PAD] is not 0."""
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    missing = [t for t, i in ids.items() if i is None]
+    if missing:
+        raise TokenizerError(
+            f"{source}: vocabulary lacks the special token(s) {missing}; a BERT vocabulary needs "
+            f"{SPECIAL_TOKENS} (with [PAD] at id 0)"
+        )
+    if ids[PAD] != 0:
+        raise TokenizerError(f"{source}: [PAD] must have id 0, found {ids[PAD]}")
+    return ids
+
+
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = 30522,
+    lowercase: bool = True,
+    min_frequency: int = 2,
+    limit_alphabet: int = 1000,
+    length: int | None = None,
+) -> Tokenizer:
+    """Trains a WordPiece vocabulary on `texts`; special tokens take ids 0..4 ([PAD]=0)."""
+    if vocab_size <= len(SPECIAL_TOKENS):
+        raise TokenizerError(f"parameter vocab_size={vocab_size} must exceed the 5 special tokens")
+    tok = _configure(Tokenizer(WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        limit_alphabet=limit_alphabet,
+        special_tokens=SPECIAL_TOKENS,
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
+    tok.train_from_iterator(_batched(texts), trainer=trainer, length=length)
+    return _add_post_processor(tok, "trained tokenizer")
+
+
+def _batched(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for t in texts:
+        batch.append(t)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def tokenizer_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Tokenizer:
+    """Builds the BERT tokenizer around an existing vocab.txt (one token per line, id = line)."""
+    path = Path(vocab_file)
+    if not path.is_file():
+        raise FileNotFoundError(f"vocab file {path} does not exist")
+    vocab: dict[str, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        token = line.rstrip("\r\n")
+        if token and token not in vocab:
+            vocab[token] = len(vocab)
+    if not vocab:
+        raise TokenizerError(f"{path}: the vocabulary is empty")
+    if UNK not in vocab:
+        raise TokenizerError(f"{path}: vocabulary lacks the special token(s) ['{UNK}']")
+    tok = _configure(Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+    return _add_post_processor(tok, str(path))
+
+
+def vocab_lines(tok: Tokenizer) -> list[str]:
+    """The vocabulary ordered by id, as written to vocab.txt."""
+    vocab = tok.get_vocab(with_added_tokens=True)
+    ordered = sorted(vocab.items(), key=lambda kv: kv[1])
+    if [i for _, i in ordered] != list(range(len(ordered))):
+        raise TokenizerError("tokenizer vocabulary ids are not contiguous from 0")
+    return [t for t, _ in ordered]
+
+
+def save_tokenizer(tok: Tokenizer, directory: str | Path) -> None:
+    """Writes tokenizer.json and vocab.txt into `directory` (created if needed)."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    tok.save(str(out / TOKENIZER_FILE))
+    (out / VOCAB_FILE).write_text("\n".join(vocab_lines(tok)) + "\n", encoding="utf-8")
+
+
+def load_tokenizer(directory: str | Path, lowercase: bool = True) -> Tokenizer:
+    """Loads a tokenizer folder: tokenizer.json if present, else vocab.txt (`lowercase` applies then)."""
+    path = Path(directory)
+    if (path / TOKENIZER_FILE).is_file():
+        tok = Tokenizer.from_file(str(path / TOKENIZER_FILE))
+        special_token_ids(tok, str(path / TOKENIZER_FILE))
+        return tok
+    if (path / VOCAB_FILE).is_file():
+        return tokenizer_from_vocab(path / VOCAB_FILE, lowercase=lowercase)
+    raise FileNotFoundError(f"{path} holds neither {TOKENIZER_FILE} nor {VOCAB_FILE}")

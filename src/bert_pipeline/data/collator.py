@@ -20,8 +20,9 @@ IGNORE_INDEX = -100
 class PretrainingCollator:
     """Turns a list of example rows (see the examples table contract) into a batch dict of tensors.
 
-    Deterministic: dynamic masks depend only on `seed`, the number of previous calls and, inside a
-    DataLoader worker, the worker id (each worker gets its own stream so workers never repeat masks).
+    Deterministic: dynamic masks depend only on `seed`, the number of previous calls and, inside
+    a DataLoader worker, the worker id (each worker has its own stream, so workers never repeat
+    each other's masks).
     """
 
     def __init__(

@@ -104,7 +104,9 @@ def tokenizer_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Toke
         raise TokenizerError(f"{path}: the vocabulary is empty")
     if UNK not in vocab:
         raise TokenizerError(f"{path}: vocabulary lacks the special token(s) ['{UNK}']")
-    tok = _configure(Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+    tok = _configure(
+        Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase
+    )
     return _add_post_processor(tok, str(path))
 
 
@@ -126,7 +128,8 @@ def save_tokenizer(tok: Tokenizer, directory: str | Path) -> None:
 
 
 def load_tokenizer(directory: str | Path, lowercase: bool = True) -> Tokenizer:
-    """Loads a tokenizer folder: tokenizer.json if present, else vocab.txt (`lowercase` applies then)."""
+    """Loads a tokenizer folder: tokenizer.json if present, else vocab.txt (then `lowercase`
+    sets the normalizer, as the vocabulary alone cannot tell)."""
     path = Path(directory)
     if (path / TOKENIZER_FILE).is_file():
         tok = Tokenizer.from_file(str(path / TOKENIZER_FILE))

@@ -1,0 +1,248 @@
+"""Reading raw corpora into a documents table and splitting documents into sentences.
+
+Documents table: `doc_id` (unique str), `source` (file or dataset it came from), `text`, and
+`layout`: "sentences" when the text already holds one sentence per line (google's format), else
+"prose" (paragraphs separated by blank lines, possibly hard-wrapped).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+LAYOUT_SENTENCES = "sentences"
+LAYOUT_PROSE = "prose"
+SOURCE_KINDS = ("google_text", "prose_folder", "table", "hf_dataset")
+
+_BLANK_LINES = re.compile(r"\n[ \t\f\v\r]*\n")
+_WHITESPACE = re.compile(r"\s+")
+# control and invisible format characters (zero-width spaces, BOM, soft hyphen) carry no text
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u200b-\u200f\u2060\ufeff]")
+
+
+class CorpusError(ValueError):
+    """Bad raw input: the message names the file, row or parameter."""
+
+
+def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
+    """UTF-8 text of `path`; invalid bytes are an error naming the file unless `replace`."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8", errors=encoding_errors)
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}); "
+            "convert the file or set pretrain_data.source.encoding_errors: replace"
+        ) from exc
+    return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+
+
+def _files(path: Path, glob: str) -> list[Path]:
+    if not path.exists():
+        raise CorpusError(
+            f"corpus source {path} does not exist (parameter pretrain_data.source.path)"
+        )
+    files = sorted(p for p in ([path] if path.is_file() else path.rglob(glob)) if p.is_file())
+    if not files:
+        raise CorpusError(f"corpus source {path} holds no files matching {glob!r}")
+    return files
+
+
+def _google_documents(path: Path, text: str) -> Iterator[tuple[str, str]]:
+    """google's format: one sentence per line, blank lines between documents."""
+    for k, block in enumerate(_BLANK_LINES.split(text)):
+        lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
+        if lines:
+            yield f"{path.stem}:{k}", "\n".join(lines)
+
+
+def _prose_documents(
+    path: Path, text: str, delimiter: re.Pattern | None, skip: re.Pattern | None
+) -> Iterator[tuple[str, str]]:
+    """One document per file, or one per `delimiter` line (the delimiter line is dropped).
+
+    `skip` lines (e.g. section headings) are dropped after delimiter detection.
+    """
+    k = 0
+    current: list[str] = []
+    for ln in text.split("\n"):
+        if delimiter is not None and delimiter.search(ln):
+            if any(x.strip() for x in current):
+                yield f"{path.stem}:{k}", "\n".join(current)
+                k += 1
+            current = []
+        elif skip is None or not skip.search(ln):
+            current.append(ln)
+    if any(x.strip() for x in current):
+        yield (path.stem if delimiter is None else f"{path.stem}:{k}"), "\n".join(current)
+
+
+def _compile(pattern: str | None, name: str) -> re.Pattern | None:
+    if not pattern:
+        return None
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise CorpusError(f"parameter pretrain_data.source.{name}={pattern!r}: {exc}") from exc
+
+
+def _table_rows(path: Path, text_column: str, id_column: str | None) -> Iterator[dict]:
+    if path.suffix == ".parquet":
+        frame = pd.read_parquet(path)
+        rows: Iterable[dict] = frame.to_dict("records")
+    elif path.suffix in (".jsonl", ".json"):
+        rows = _jsonl(path)
+    else:
+        raise CorpusError(f"{path}: table sources must be .parquet or .jsonl files")
+    for i, row in enumerate(rows):
+        if text_column not in row:
+            raise CorpusError(f"{path} row {i}: no column {text_column!r} (parameter text_column)")
+        doc_id = str(row[id_column]) if id_column else f"{path.stem}:{i}"
+        yield {"doc_id": doc_id, "text": row[text_column], "row": i}
+
+
+def _jsonl(path: Path) -> Iterator[dict]:
+    for i, line in enumerate(read_text_file(path).split("\n")):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{path} line {i + 1}: invalid JSON ({exc.msg})") from exc
+
+
+def _hf_rows(spec: dict[str, Any]) -> Iterator[dict]:
+    """Rows of a Hugging Face `datasets` dataset (by hub name, or a builder such as "parquet"
+    with `data_files`); `streaming: true` reads lazily so huge corpora need no local copy."""
+    import datasets
+
+    name = spec.get("name")
+    if not name:
+        raise CorpusError("parameter pretrain_data.source.hf.name is required for hf_dataset")
+    ds = datasets.load_dataset(
+        name,
+        spec.get("config"),
+        split=spec.get("split", "train"),
+        data_files=spec.get("data_files"),
+        streaming=bool(spec.get("streaming", False)),
+    )
+    text_column = spec.get("text_column", "text")
+    id_column = spec.get("id_column")
+    prefix = "/".join(str(x) for x in (name, spec.get("config"), spec.get("split", "train")) if x)
+    for i, row in enumerate(ds):
+        if text_column not in row:
+            raise CorpusError(
+                f"{prefix} row {i}: no column {text_column!r} (parameter text_column)"
+            )
+        doc_id = str(row[id_column]) if id_column else f"{prefix}:{i}"
+        yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
+
+
+def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
+    """Documents table from the source described by `pretrain_data.source` parameters."""
+    kind = source.get("kind")
+    if kind not in SOURCE_KINDS:
+        raise CorpusError(
+            f"parameter pretrain_data.source.kind={kind!r}; use one of {SOURCE_KINDS}"
+        )
+    errors = source.get("encoding_errors", "strict")
+    if errors not in ("strict", "replace"):
+        raise CorpusError(
+            f"parameter pretrain_data.source.encoding_errors={errors!r}; strict|replace"
+        )
+    max_docs = source.get("max_documents")
+    records: list[dict] = []
+    where = source.get("path") or (source.get("hf") or {}).get("name")
+
+    def add(doc_id: str, src: str, text: Any, layout: str, row: int | None = None) -> None:
+        if not isinstance(text, str):
+            at = f"{src} row {row}" if row is not None else src
+            raise CorpusError(
+                f"{at}: text of document {doc_id!r} is {type(text).__name__}, not str"
+            )
+        if text.strip():
+            records.append({"doc_id": doc_id, "source": src, "text": text, "layout": layout})
+
+    if kind in ("google_text", "prose_folder"):
+        files = _files(Path(source["path"]), source.get("glob", "*.txt"))
+        delimiter = _compile(source.get("document_delimiter"), "document_delimiter")
+        skip = _compile(source.get("skip_line_regex"), "skip_line_regex")
+        for path in files:
+            text = read_text_file(path, errors)
+            if kind == "google_text":
+                docs = _google_documents(path, text)
+                layout = LAYOUT_SENTENCES
+            else:
+                docs = _prose_documents(path, text, delimiter, skip)
+                layout = LAYOUT_PROSE
+            for doc_id, doc_text in docs:
+                add(doc_id, str(path), doc_text, layout)
+    elif kind == "table":
+        for path in _files(Path(source["path"]), source.get("glob", "*.parquet")):
+            for r in _table_rows(path, source.get("text_column", "text"), source.get("id_column")):
+                add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
+                if max_docs and len(records) >= max_docs:
+                    break
+    else:
+        for r in _hf_rows(source.get("hf") or {}):
+            add(r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"])
+            if max_docs and len(records) >= max_docs:
+                break
+    if max_docs:
+        records = records[: int(max_docs)]
+    if not records:
+        raise CorpusError(f"corpus source {where} ({kind}) yielded no non-empty documents")
+    frame = pd.DataFrame.from_records(records, columns=["doc_id", "source", "text", "layout"])
+    dupes = frame["doc_id"][frame["doc_id"].duplicated()]
+    if len(dupes):
+        raise CorpusError(f"duplicate doc_id {dupes.iloc[0]!r} in {where}; set a unique id_column")
+    return frame
+
+
+def paragraphs(text: str, layout: str) -> list[str]:
+    """Whitespace-normalised units to split: lines ("sentences" layout) or unwrapped paragraphs."""
+    if layout == LAYOUT_SENTENCES:
+        units = text.split("\n")
+    else:
+        units = _BLANK_LINES.split(text)
+    out = []
+    for u in units:
+        u = _WHITESPACE.sub(" ", _INVISIBLE.sub("", u)).strip()
+        if u:
+            out.append(u)
+    return out
+
+
+def split_documents(documents: pd.DataFrame, language: str = "en") -> pd.DataFrame:
+    """Sentences table (doc_id, sentence_index, text) in document order.
+
+    Prose paragraphs go through `sentencex` (Wikimedia's rule-based splitter: abbreviations,
+    decimals, quotes, 240+ languages); google-format lines are sentences already.
+    """
+    from sentencex import segment
+    from tqdm.auto import tqdm
+
+    doc_col, idx_col, text_col = [], [], []
+    rows = zip(documents["doc_id"], documents["text"], documents["layout"], strict=True)
+    for doc_id, text, layout in tqdm(
+        rows, total=len(documents), desc="split_sentences", unit="doc"
+    ):
+        k = 0
+        for para in paragraphs(text, layout):
+            pieces = [para] if layout == LAYOUT_SENTENCES else segment(language, para)
+            for s in pieces:
+                s = s.strip()
+                if s:
+                    doc_col.append(doc_id)
+                    idx_col.append(k)
+                    text_col.append(s)
+                    k += 1
+    if not text_col:
+        raise CorpusError("no sentences left after cleaning: every document is empty")
+    return pd.DataFrame({"doc_id": doc_col, "sentence_index": idx_col, "text": text_col}).astype(
+        {"sentence_index": "int32"}
+    )

@@ -1,0 +1,457 @@
+"""BERT pretraining examples, following google-research/bert `create_pretraining_data.py`.
+
+Per document and dupe pass the sequential part of google's algorithm (chunking whole sentences up
+to `target_seq_length`, shortened with probability `short_seq_prob`; segment A = a random number of
+leading chunk sentences; 50% random next from another document with the unused sentences put back;
+`truncate_seq_pair`) runs once per chunk, never per token. Masking (`create_masked_lm_predictions`)
+is vectorized with numpy over all instances of a document.
+
+Randomness: every (dupe pass, document) pair owns a numpy stream from
+`SeedSequence([seed, pass, document])`, random-document choice included, so the result depends only
+on the seed and the corpus, not on `num_proc`. Google's Python `random` stream cannot be reproduced
+and is not attempted; the distributions are the same. Deliberate differences from google, each
+because google's behaviour breaks an invariant this project tests:
+- the random next document is drawn uniformly among the *other* documents (google retries 10 times
+  and may fall back to the same document, which happens 1 time in 1024 with two documents);
+- whole-word masking treats a `##` token right after `[SEP]` as a word start (google glues it to
+  the last word of segment A);
+- truncation draws the number of tokens cut from the front as Binomial(cut, 0.5), which is exactly
+  the distribution of google's one-coin-per-token loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+logger = logging.getLogger(__name__)
+
+_SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
+
+
+@dataclass(frozen=True)
+class ExampleConfig:
+    """Parameters of example creation (names as in google's flags)."""
+
+    max_seq_length: int = 128
+    short_seq_prob: float = 0.1
+    masked_lm_prob: float = 0.15
+    max_predictions_per_seq: int = 20
+    dupe_factor: int = 10
+    whole_word_mask: bool = False
+    dynamic_masking: bool = False
+    seed: int = 12345
+
+    def check(self) -> None:
+        """Clear errors naming the parameter, before any work is done."""
+        if self.max_seq_length < 5:
+            raise ValueError(
+                f"parameter max_seq_length={self.max_seq_length} is too small: "
+                "[CLS] A [SEP] B [SEP] needs at least 5 tokens"
+            )
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"parameter short_seq_prob={self.short_seq_prob} must be in [0, 1]")
+        if not 0.0 < self.masked_lm_prob < 1.0:
+            raise ValueError(f"parameter masked_lm_prob={self.masked_lm_prob} must be in (0, 1)")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(
+                f"parameter max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1"
+            )
+        if self.dupe_factor < 1:
+            raise ValueError(f"parameter dupe_factor={self.dupe_factor} must be >= 1")
+        if self.seed < 0:
+            raise ValueError(f"parameter seed={self.seed} must be >= 0")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """What masking needs to know about the vocabulary."""
+
+    size: int
+    cls_id: int
+    sep_id: int
+    mask_id: int
+    pad_id: int
+    continuation: np.ndarray  # bool [size]: token starts with "##" (whole-word masking)
+
+
+@dataclass
+class Corpus:
+    """Tokenized corpus in flat arrays: sentence s of document d owns tokens
+    `tokens[sent_start[s]:sent_start[s + 1]]`; document d owns sentences
+    `doc_start[d]:doc_start[d + 1]` (only non-empty sentences are kept, as google)."""
+
+    tokens: np.ndarray  # int32 [n_tokens]
+    sent_start: np.ndarray  # int64 [n_sent + 1]
+    sent_index: np.ndarray  # int32 [n_sent], the sentence_index of the source table
+    doc_start: np.ndarray  # int64 [n_docs + 1]
+    doc_ids: list[str]
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+
+def build_corpus(
+    doc_ids: Sequence[str], sentence_index: np.ndarray, token_lists: Sequence[Sequence[int]]
+) -> Corpus:
+    """Flattens per-sentence token ids; drops sentences without tokens and then empty documents.
+
+    Rows must be grouped by document, in sentence order (as the `sentences` table is).
+    """
+    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    keep = lengths > 0
+    tokens = (
+        np.concatenate(
+            [np.asarray(t, dtype=np.int32) for t, k in zip(token_lists, keep, strict=True) if k]
+        )
+        if keep.any()
+        else np.zeros(0, dtype=np.int32)
+    )
+    doc_arr = np.asarray(doc_ids, dtype=object)[keep]
+    lengths = lengths[keep]
+    sent_start = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=sent_start[1:])
+    if len(doc_arr):
+        change = np.flatnonzero(doc_arr[1:] != doc_arr[:-1]) + 1
+        starts = np.concatenate([[0], change, [len(doc_arr)]]).astype(np.int64)
+    else:
+        starts = np.zeros(1, dtype=np.int64)
+    ids = [str(doc_arr[i]) for i in starts[:-1]]
+    if len(set(ids)) != len(ids):
+        raise ValueError("sentences are not grouped by doc_id (a document appears twice)")
+    return Corpus(
+        tokens=tokens,
+        sent_start=sent_start,
+        sent_index=np.asarray(sentence_index, dtype=np.int32)[keep],
+        doc_start=starts,
+        doc_ids=ids,
+    )
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Concatenation of `arange(s, s + n)` for each (s, n), without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(lengths) - lengths
+    return np.repeat(starts - offsets, lengths) + np.arange(total)
+
+
+def _truncated_lengths(la: np.ndarray, lb: np.ndarray, max_tokens: int):
+    """Final lengths of google's `truncate_seq_pair` (always trims the longer side, B on ties)."""
+    excess = np.maximum(la + lb - max_tokens, 0)
+    diff = np.abs(la - lb)
+    first = np.minimum(excess, diff)  # from the longer side until both are equal
+    rest = excess - first  # then alternately, B first
+    cut_a = np.where(la > lb, first, 0) + rest // 2
+    cut_b = np.where(la > lb, 0, first) + rest - rest // 2
+    return la - cut_a, lb - cut_b
+
+
+def _document_structure(corpus: Corpus, d: int, cfg: ExampleConfig, rng: np.random.Generator):
+    """google's `create_instances_from_document` up to (not including) masking.
+
+    Returns rows of (a_s0, a_s1, b_doc, b_s0, b_s1, is_random_next) with sentence indices into
+    the flat corpus arrays.
+    """
+    s_lo, s_hi = int(corpus.doc_start[d]), int(corpus.doc_start[d + 1])
+    starts = corpus.sent_start
+    max_num_tokens = cfg.max_seq_length - 3
+    target = max_num_tokens
+    if rng.random() < cfg.short_seq_prob:
+        target = int(rng.integers(2, max_num_tokens + 1))
+    out = []
+    chunk_start = s_lo
+    i = s_lo
+    while i < s_hi:
+        current_length = int(starts[i + 1] - starts[chunk_start])
+        if i == s_hi - 1 or current_length >= target:
+            n_chunk = i + 1 - chunk_start
+            a_end = 1 if n_chunk < 2 else int(rng.integers(1, n_chunk))
+            a_s0, a_s1 = chunk_start, chunk_start + a_end
+            if n_chunk == 1 or rng.random() < 0.5:
+                target_b = target - int(starts[a_s1] - starts[a_s0])
+                r = int(rng.integers(0, corpus.n_docs - 1))
+                r += r >= d
+                r_lo, r_hi = int(corpus.doc_start[r]), int(corpus.doc_start[r + 1])
+                b_s0 = int(rng.integers(r_lo, r_hi))
+                # first sentence end where B reaches target_b tokens (at least one sentence)
+                b_s1 = int(np.searchsorted(starts, starts[b_s0] + max(target_b, 1), side="left"))
+                b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
+                out.append((a_s0, a_s1, r, b_s0, b_s1, 1))
+                i -= n_chunk - a_end  # put the unused sentences back
+            else:
+                out.append((a_s0, a_s1, d, a_s1, i + 1, 0))
+            chunk_start = i + 1
+        i += 1
+    return out
+
+
+def _mask(
+    ids: np.ndarray, lengths: np.ndarray, cfg: ExampleConfig, vocab: Vocab, rng
+) -> tuple[np.ndarray, np.ndarray]:
+    """google's `create_masked_lm_predictions` for a [N, T] padded batch, in place.
+
+    Returns the boolean [N, T] selection and the original ids. Candidates are all real tokens
+    except [CLS]/[SEP] (google masks [UNK] too); with whole-word masking a word and its `##`
+    pieces form one candidate. Candidates are visited in random order and taken when they still
+    fit into `num_to_predict = min(cap, max(1, round(len * masked_lm_prob)))` tokens.
+    """
+    n, width = ids.shape
+    real = np.arange(width)[None, :] < lengths[:, None]
+    maskable = real & (ids != vocab.cls_id) & (ids != vocab.sep_id)
+    if cfg.whole_word_mask:
+        prev = np.zeros_like(maskable)
+        prev[:, 1:] = maskable[:, :-1]
+        is_start = maskable & ~(vocab.continuation[ids] & prev)
+    else:
+        is_start = maskable
+    gid = np.cumsum(is_start, axis=1) - 1
+    n_groups = is_start.sum(axis=1)
+    g_max = max(1, int(n_groups.max()))
+    rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
+    sizes = np.zeros((n, g_max), dtype=np.int64)
+    np.add.at(sizes, (rows[maskable], gid[maskable]), 1)
+
+    n_predict = np.round(lengths * cfg.masked_lm_prob).astype(np.int64)
+    n_predict = np.minimum(np.maximum(n_predict, 1), cfg.max_predictions_per_seq)
+
+    scores = rng.random((n, g_max))
+    valid = np.arange(g_max)[None, :] < n_groups[:, None]
+    scores[~valid] = np.inf
+    order = np.argsort(scores, axis=1, kind="stable")
+    size_p = np.take_along_axis(sizes, order, axis=1)
+    active = np.take_along_axis(valid, order, axis=1)
+    taken_p = np.zeros_like(active)
+    count = np.zeros(n, dtype=np.int64)
+    while True:
+        # a candidate larger than the budget left can never be taken (google skips it)
+        active &= size_p <= (n_predict - count)[:, None]
+        if not active.any():
+            break
+        reach = count[:, None] + np.cumsum(np.where(active, size_p, 0), axis=1)
+        take = active & (reach <= n_predict[:, None])  # the prefix that fits, in visiting order
+        taken_p |= take
+        count += np.where(take, size_p, 0).sum(axis=1)
+        active &= ~take
+    taken = np.zeros_like(taken_p)
+    np.put_along_axis(taken, order, taken_p, axis=1)
+    selected = maskable & taken[rows, np.maximum(gid, 0)]
+
+    original = ids.copy()
+    r, c = np.nonzero(selected)
+    draw = rng.random(len(r))
+    random_ids = rng.integers(0, vocab.size, len(r))
+    new = original[r, c].copy()
+    new[draw < 0.8] = vocab.mask_id
+    use_random = draw >= 0.9  # google: else 50% keep, 50% random word
+    new[use_random] = random_ids[use_random]
+    ids[r, c] = new
+    return selected, original
+
+
+def _document_examples(corpus: Corpus, d: int, dupe: int, cfg: ExampleConfig, vocab: Vocab):
+    """All instances of document `d` in dupe pass `dupe`, as flat arrays."""
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, dupe, d]))
+    struct = _document_structure(corpus, d, cfg, rng)
+    if not struct:
+        return None
+    s = np.asarray(struct, dtype=np.int64)
+    a_s0, a_s1, b_doc, b_s0, b_s1, is_random = s.T
+    starts = corpus.sent_start
+    a_tok0, a_tok1 = starts[a_s0], starts[a_s1]
+    b_tok0, b_tok1 = starts[b_s0], starts[b_s1]
+    la, lb = a_tok1 - a_tok0, b_tok1 - b_tok0
+    new_la, new_lb = _truncated_lengths(la, lb, cfg.max_seq_length - 3)
+    front_a = rng.binomial(la - new_la, 0.5)
+    front_b = rng.binomial(lb - new_lb, 0.5)
+    a_tok0, b_tok0 = a_tok0 + front_a, b_tok0 + front_b
+
+    n = len(s)
+    lengths = new_la + new_lb + 3
+    ids = np.full((n, cfg.max_seq_length), vocab.pad_id, dtype=np.int32)
+    ids[:, 0] = vocab.cls_id
+    rows = np.arange(n)
+    ids[rows, new_la + 1] = vocab.sep_id
+    ids[rows, lengths - 1] = vocab.sep_id
+    ra = np.repeat(rows, new_la)
+    ids[ra, _ranges(np.ones(n, dtype=np.int64), new_la)] = corpus.tokens[_ranges(a_tok0, new_la)]
+    rb = np.repeat(rows, new_lb)
+    ids[rb, _ranges(new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
+
+    if cfg.dynamic_masking:
+        selected = np.zeros(ids.shape, dtype=bool)
+        original = ids
+    else:
+        selected, original = _mask(ids, lengths, cfg, vocab, rng)
+    real = np.arange(cfg.max_seq_length)[None, :] < lengths[:, None]
+    mr, mc = np.nonzero(selected)
+    return {
+        "input_ids": ids[real],
+        "lengths": lengths,
+        "len_a": new_la,
+        "masked_positions": mc.astype(np.int32),
+        "masked_ids": original[mr, mc].astype(np.int32),
+        "n_masked": selected.sum(axis=1),
+        "label": is_random.astype(np.int8),
+        "a_doc": np.full(n, d, dtype=np.int64),
+        "b_doc": b_doc,
+        "a_sent": np.stack([a_s0, a_s1], axis=1),
+        "b_sent": np.stack([b_s0, b_s1], axis=1),
+    }
+
+
+_WORKER: dict = {}
+
+
+def _init_worker(corpus: Corpus, cfg: ExampleConfig, vocab: Vocab) -> None:
+    _WORKER.update(corpus=corpus, cfg=cfg, vocab=vocab)
+
+
+def _run_tasks(tasks: list[tuple[int, int]]):
+    c, cfg, v = _WORKER["corpus"], _WORKER["cfg"], _WORKER["vocab"]
+    return [_document_examples(c, d, p, cfg, v) for p, d in tasks]
+
+
+def _balanced_chunks(tasks: list[tuple[int, int]], corpus: Corpus, n_chunks: int):
+    """Contiguous task groups of about equal token count (one long book must not make a
+    worker idle); the grouping only affects scheduling, never the result."""
+    doc_tokens = corpus.sent_start[corpus.doc_start[1:]] - corpus.sent_start[corpus.doc_start[:-1]]
+    weight = np.cumsum([doc_tokens[d] for _, d in tasks], dtype=np.float64)
+    bounds = np.searchsorted(weight, weight[-1] * np.arange(1, n_chunks) / n_chunks, side="right")
+    edges = np.unique(np.concatenate([[0], bounds, [len(tasks)]]))
+    return [tasks[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
+
+
+def _concat(parts: list[dict]) -> dict:
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def create_examples(
+    corpus: Corpus, cfg: ExampleConfig, vocab: Vocab, num_proc: int = 1, progress: bool = True
+) -> pa.Table:
+    """All pretraining examples of `corpus`, shuffled, as an Arrow table (the examples contract).
+
+    The output is identical for any `num_proc`: work is split into (pass, document) tasks whose
+    randomness is keyed by the task, and results are gathered in task order before shuffling.
+    """
+    cfg.check()
+    if corpus.n_docs == 0:
+        raise ValueError("no documents with tokens: nothing to build examples from")
+    if corpus.n_docs < 2:
+        raise ValueError(
+            f"only one document ({corpus.doc_ids[0]!r}): next-sentence prediction needs a "
+            "random next segment from a different document; supply at least 2 documents"
+        )
+    tasks = [(p, d) for p in range(cfg.dupe_factor) for d in range(corpus.n_docs)]
+    chunks = _balanced_chunks(tasks, corpus, 8 * max(1, num_proc))
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(tasks), desc="create_examples", unit="doc", disable=not progress)
+    results: list = []
+    if num_proc <= 1:
+        _init_worker(corpus, cfg, vocab)
+        for c in chunks:
+            results.extend(_run_tasks(c))
+            bar.update(len(c))
+    else:
+        ctx = multiprocessing.get_context(
+            "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        )
+        with ProcessPoolExecutor(
+            num_proc, mp_context=ctx, initializer=_init_worker, initargs=(corpus, cfg, vocab)
+        ) as pool:
+            for c, res in zip(chunks, pool.map(_run_tasks, chunks), strict=True):
+                results.extend(res)
+                bar.update(len(c))
+    bar.close()
+    parts = [r for r in results if r is not None]
+    if not parts:
+        raise ValueError("the corpus produced no examples")
+    return _to_table(_concat(parts), corpus, cfg)
+
+
+def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig) -> pa.Table:
+    n = len(x["lengths"])
+    perm = np.random.default_rng(np.random.SeedSequence([cfg.seed, _SHUFFLE_KEY])).permutation(n)
+    lengths = x["lengths"]
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    tok_idx = _ranges(offsets[perm], lengths[perm])
+    new_off = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(lengths[perm], out=new_off[1:])
+    input_ids = x["input_ids"][tok_idx]
+    pos_in_seq = np.arange(len(input_ids)) - np.repeat(new_off[:-1], lengths[perm])
+    types = (pos_in_seq > np.repeat(x["len_a"][perm] + 1, lengths[perm])).astype(np.int8)
+
+    n_masked = x["n_masked"]
+    m_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(n_masked, out=m_off[1:])
+    m_idx = _ranges(m_off[perm], n_masked[perm])
+    new_m_off = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(n_masked[perm], out=new_m_off[1:])
+
+    def lists(values: np.ndarray, off: np.ndarray) -> pa.ListArray:
+        return pa.ListArray.from_arrays(pa.array(off, pa.int32()), pa.array(values))
+
+    doc_ids = np.asarray(corpus.doc_ids, dtype=object)
+    a_sent, b_sent = x["a_sent"][perm], x["b_sent"][perm]
+    si = corpus.sent_index
+
+    def orig(s: np.ndarray, end: bool) -> np.ndarray:
+        """Sentence-table index range (end exclusive) of flat sentence indices."""
+        return (si[s - 1] + 1 if end else si[s]).astype(np.int32)
+
+    return pa.table(
+        {
+            "example_id": pa.array(np.arange(n, dtype=np.int64)),
+            "input_ids": lists(input_ids.astype(np.int32), new_off),
+            "token_type_ids": lists(types, new_off),
+            "masked_lm_positions": lists(x["masked_positions"][m_idx], new_m_off),
+            "masked_lm_ids": lists(x["masked_ids"][m_idx], new_m_off),
+            "next_sentence_label": pa.array(x["label"][perm]),
+            "a_doc_id": pa.array(doc_ids[x["a_doc"][perm]].tolist(), pa.string()),
+            "b_doc_id": pa.array(doc_ids[x["b_doc"][perm]].tolist(), pa.string()),
+            "a_sent_start": pa.array(orig(a_sent[:, 0], False)),
+            "a_sent_end": pa.array(orig(a_sent[:, 1], True)),
+            "b_sent_start": pa.array(orig(b_sent[:, 0], False)),
+            "b_sent_end": pa.array(orig(b_sent[:, 1], True)),
+        }
+    )
+
+
+def vocab_from_tokenizer(tokenizer) -> Vocab:
+    """Masking facts of a `tokenizers.Tokenizer` (special ids checked by `special_token_ids`)."""
+    from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
+
+    ids = special_token_ids(tokenizer)
+    vocab = tokenizer.get_vocab(with_added_tokens=True)
+    size = max(vocab.values()) + 1
+    continuation = np.zeros(size, dtype=bool)
+    continuation[[i for t, i in vocab.items() if t.startswith("##")]] = True
+    return Vocab(
+        size=size,
+        cls_id=ids[CLS],
+        sep_id=ids[SEP],
+        mask_id=ids[MASK],
+        pad_id=ids[PAD],
+        continuation=continuation,
+    )
+
+
+def tokenize_sentences(
+    tokenizer, texts: Sequence[str], batch_size: int = 10_000
+) -> list[list[int]]:
+    """Token ids per sentence without special tokens, in batches through the Rust tokenizer."""
+    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
+    out: list[list[int]] = []
+    for i in range(0, len(texts), batch_size):
+        out.extend(e.ids for e in encode(list(texts[i : i + batch_size]), add_special_tokens=False))
+    return out

@@ -1,0 +1,1 @@
+"""GLUE fine-tuning: task registry, loaders, metrics and the Lightning training loop (no Kedro)."""

@@ -1,0 +1,72 @@
+"""Kedro dataset for a BERT tokenizer folder (tokenizer.json + vocab.txt).
+
+In memory it is a `tokenizers.Tokenizer`; saves are atomic (written to a temporary sibling
+folder, then renamed over the target) so a failed run never leaves half a tokenizer behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kedro.io.core import AbstractDataset, DatasetError
+from tokenizers import Tokenizer
+
+from bert_pipeline.data.tokenizer import (
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    load_tokenizer,
+    save_tokenizer,
+    special_token_ids,
+)
+
+
+class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
+    """A tokenizer folder on the local filesystem.
+
+    Example catalog entry::
+
+        tokenizer:
+          type: bert_pipeline.io.tokenizer_dataset.TokenizerDataset
+          path: data/06_models/tokenizer
+          lowercase: true   # only used when the folder has a vocab.txt and no tokenizer.json
+    """
+
+    def __init__(
+        self, path: str, lowercase: bool = True, metadata: dict[str, Any] | None = None
+    ) -> None:
+        self._path = Path(path)
+        self._lowercase = lowercase
+        self.metadata = metadata
+
+    def load(self) -> Tokenizer:
+        return load_tokenizer(self._path, lowercase=self._lowercase)
+
+    def save(self, data: Tokenizer) -> None:
+        if not isinstance(data, Tokenizer):
+            raise DatasetError(
+                f"expected a tokenizers.Tokenizer for {self._path}, got {type(data)}"
+            )
+        special_token_ids(data, f"tokenizer to save at {self._path}")
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{self._path.name}.", dir=self._path.parent))
+        try:
+            save_tokenizer(data, tmp)
+            if self._path.exists():
+                old = self._path.with_name(f".{self._path.name}.old")
+                shutil.rmtree(old, ignore_errors=True)
+                self._path.rename(old)
+                tmp.rename(self._path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(self._path)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _exists(self) -> bool:
+        return (self._path / TOKENIZER_FILE).is_file() or (self._path / VOCAB_FILE).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path), "lowercase": self._lowercase}

@@ -1,0 +1,20 @@
+"""BERT in plain PyTorch with Hugging Face-compatible weights (no Kedro, no transformers needed)."""
+
+from bert_pipeline.model.bert import (
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+    BertPreTrainingOutput,
+    num_parameters,
+)
+from bert_pipeline.model.config import PRESETS, BertConfig
+
+__all__ = [
+    "PRESETS",
+    "BertConfig",
+    "BertForPreTraining",
+    "BertForSequenceClassification",
+    "BertModel",
+    "BertPreTrainingOutput",
+    "num_parameters",
+]

@@ -1,0 +1,381 @@
+"""BERT (Devlin et al., 2019) in plain PyTorch.
+
+Module and parameter names follow Hugging Face's ``modeling_bert`` one-to-one, so
+``state_dict()`` keys and shapes equal those of ``transformers.BertModel`` /
+``BertForPreTraining`` / ``BertForSequenceClassification`` and checkpoints move both ways
+without renaming. The one deliberate difference is speed: the masked-LM head runs only on
+the gathered masked positions, not on every token (see ``BertForPreTraining``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bert_pipeline.model.config import BertConfig
+
+IGNORE_INDEX = -100  # label value of padded masked-LM slots, as in torch's cross_entropy
+
+
+def activation(name: str):
+    """The feed-forward non-linearity; "gelu" is the exact erf form used by BERT."""
+    if name == "gelu":
+        return F.gelu
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu
+    raise ValueError(f"unsupported hidden_act {name!r}")
+
+
+# ---------------------------------------------------------------------------- embeddings
+
+
+class BertEmbeddings(nn.Module):
+    """Token + segment + learned position embeddings, summed, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        h = config.hidden_size
+        self.word_embeddings = nn.Embedding(config.vocab_size, h, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, h)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, h)
+        self.LayerNorm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        positions = torch.arange(input_ids.size(1), device=input_ids.device)
+        x = (
+            self.word_embeddings(input_ids)
+            + self.token_type_embeddings(token_type_ids)
+            + self.position_embeddings(positions)
+        )
+        return self.dropout(self.LayerNorm(x))
+
+
+# ---------------------------------------------------------------------------- encoder
+
+
+class BertSelfAttention(nn.Module):
+    """Multi-head scaled dot-product attention of ``queries`` over the whole sequence ``x``."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.dropout_p = config.attention_probs_dropout_prob
+
+    def forward(self, queries: Tensor, x: Tensor, attn_mask: Tensor | None) -> Tensor:
+        B, Tq, H = queries.shape
+
+        def heads(t: Tensor) -> Tensor:  # [B, T, H] -> [B, heads, T, head_dim]
+            return t.view(B, t.size(1), self.num_heads, H // self.num_heads).transpose(1, 2)
+
+        y = F.scaled_dot_product_attention(
+            heads(self.query(queries)),
+            heads(self.key(x)),
+            heads(self.value(x)),
+            attn_mask=attn_mask,
+            dropout_p=self.dropout_p if self.training else 0.0,
+        )
+        return y.transpose(1, 2).reshape(B, Tq, H)
+
+
+class BertResidualOutput(nn.Module):
+    """Post-LN sub-layer output: LayerNorm(residual + dropout(dense(x)))."""
+
+    def __init__(self, in_features: int, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, residual: Tensor) -> Tensor:
+        return self.LayerNorm(residual + self.dropout(self.dense(x)))
+
+
+class BertAttention(nn.Module):
+    """Self-attention sub-layer (HF calls its two parts ``self`` and ``output``).
+
+    With ``rows`` [B, K] only those positions are computed (they still attend to all of ``x``).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertResidualOutput(config.hidden_size, config)
+
+    def forward(self, x: Tensor, attn_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
+        queries = x if rows is None else x.gather(1, rows[..., None].expand(-1, -1, x.size(-1)))
+        return self.output(self.self(queries, x, attn_mask), queries)
+
+
+class BertIntermediate(nn.Module):
+    """First half of the position-wise feed-forward network: dense + activation."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.act = activation(config.hidden_act)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act(self.dense(x))
+
+
+class BertLayer(nn.Module):
+    """One Transformer encoder block: attention, then feed-forward, each post-LN."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertResidualOutput(config.intermediate_size, config)
+
+    def forward(self, x: Tensor, attn_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
+        x = self.attention(x, attn_mask, rows)
+        return self.output(self.intermediate(x), x)
+
+
+class BertEncoder(nn.Module):
+    """The stack of layers. ``output_rows`` [B, K] restricts the last layer to those positions:
+    exact, since nothing after it mixes positions, and it skips most of that layer's work when
+    only the [CLS] and masked positions are needed (pre-training)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+    def forward(
+        self, x: Tensor, attn_mask: Tensor | None, output_rows: Tensor | None = None
+    ) -> Tensor:
+        for i, block in enumerate(self.layer):
+            x = block(x, attn_mask, output_rows if i == len(self.layer) - 1 else None)
+        return x
+
+
+class BertPooler(nn.Module):
+    """Sentence representation: tanh(dense(hidden state of [CLS]))."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, sequence_output: Tensor) -> Tensor:
+        return torch.tanh(self.dense(sequence_output[:, 0]))
+
+
+# ---------------------------------------------------------------------------- base model
+
+
+class BertPreTrainedModel(nn.Module):
+    """Shared weight initialisation: N(0, initializer_range), zero biases, LayerNorm 1/0."""
+
+    config: BertConfig
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, BertLMPredictionHead):
+            nn.init.zeros_(module.bias)
+
+
+def extended_attention_mask(attention_mask: Tensor | None) -> Tensor | None:
+    """[B, T] 1/0 padding mask -> boolean [B, 1, 1, T] keys mask for SDPA (None if no padding)."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return attention_mask.bool()[:, None, None, :]
+
+
+class BertModel(BertPreTrainedModel):
+    """The bidirectional encoder: returns (sequence_output [B, T, H], pooled_output [B, H]).
+
+    ``output_rows`` [B, K] (first column 0, the [CLS] the pooler reads) returns only those
+    positions, sequence_output [B, K, H], at a lower cost; see ``BertEncoder``.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config)
+        self.apply(self._init_weights)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        output_rows: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)
+        x = self.encoder(x, extended_attention_mask(attention_mask), output_rows)
+        return x, self.pooler(x)
+
+
+# ---------------------------------------------------------------------------- pre-training
+
+
+class BertPredictionHeadTransform(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.LayerNorm(self.act(self.dense(x)))
+
+
+class BertLMPredictionHead(nn.Module):
+    """Masked-LM head: transform, then a decoder tied to the word embeddings plus an output bias."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder.bias = (
+            self.bias
+        )  # one bias, two names (as HF): cls.predictions.{bias,decoder.bias}
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.transform(x))
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertPreTrainingOutput(NamedTuple):
+    """Losses are None when the matching labels are not given.
+
+    ``prediction_logits`` is [N, vocab] for the N entries with ``masked_lm_labels != -100``
+    (row-major over [B, P]) when labels are given, else [B, P, vocab] for every position asked for.
+    """
+
+    loss: Tensor | None
+    mlm_loss: Tensor | None
+    nsp_loss: Tensor | None
+    prediction_logits: Tensor
+    seq_relationship_logits: Tensor
+
+
+class BertForPreTraining(BertPreTrainedModel):
+    """BERT with the masked-LM and next-sentence-prediction heads.
+
+    The MLM head (a hidden x vocab matmul plus a vocab-wide softmax) only runs on the
+    gathered masked positions, ~15% of tokens: most of the speed-up over HF for small models,
+    where that head costs more than the encoder. The last encoder layer likewise only
+    computes the [CLS] and masked rows (exact; see ``BertEncoder``).
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.apply(self._init_weights)
+        self.cls.predictions.decoder.weight = self.bert.embeddings.word_embeddings.weight
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        masked_lm_positions: Tensor | None = None,
+        masked_lm_labels: Tensor | None = None,
+        next_sentence_label: Tensor | None = None,
+    ) -> BertPreTrainingOutput:
+        B, T = input_ids.shape
+        if masked_lm_positions is None:  # every position, HF style
+            masked_lm_positions = torch.arange(T, device=input_ids.device).expand(B, T)
+        # The last layer and the heads only see [CLS] (for NSP) and the masked positions.
+        rows = torch.cat([masked_lm_positions.new_zeros(B, 1), masked_lm_positions], dim=1)
+        hidden, pooled_output = self.bert(input_ids, token_type_ids, attention_mask, rows)
+        masked_hidden = hidden[:, 1:]  # [B, P, H]
+        if masked_lm_labels is not None:
+            keep = masked_lm_labels != IGNORE_INDEX
+            masked_hidden = masked_hidden[keep]  # [N, H]
+        prediction_logits = self.cls.predictions(masked_hidden)
+        seq_relationship_logits = self.cls.seq_relationship(pooled_output)
+
+        mlm_loss = nsp_loss = loss = None
+        if masked_lm_labels is not None:
+            targets = masked_lm_labels[keep]
+            if targets.numel():
+                mlm_loss = F.cross_entropy(prediction_logits.float(), targets)
+            else:  # no masked token in the batch: a zero that still has a graph
+                mlm_loss = prediction_logits.sum() * 0.0
+            loss = mlm_loss
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(
+                seq_relationship_logits.float(), next_sentence_label.view(-1)
+            )
+            loss = nsp_loss if loss is None else loss + nsp_loss
+        return BertPreTrainingOutput(
+            loss, mlm_loss, nsp_loss, prediction_logits, seq_relationship_logits
+        )
+
+
+# ---------------------------------------------------------------------------- fine-tuning
+
+
+class BertForSequenceClassification(BertPreTrainedModel):
+    """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE."""
+
+    def __init__(self, config: BertConfig, num_labels: int = 2):
+        super().__init__()
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.config = config
+        self.num_labels = num_labels
+        self.bert = BertModel(config)
+        p = config.classifier_dropout
+        self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.apply(self._init_weights)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+    ) -> tuple[Tensor | None, Tensor]:
+        _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
+        logits = self.classifier(self.dropout(pooled_output))
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1).float(), labels.view(-1).float())
+            else:
+                loss = F.cross_entropy(logits.float(), labels.view(-1))
+        return loss, logits
+
+
+def num_parameters(model: nn.Module) -> int:
+    """Distinct parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters())

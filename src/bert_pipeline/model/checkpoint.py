@@ -1,0 +1,274 @@
+"""Hugging Face-format checkpoint folders: config.json + model.safetensors (+ tokenizer files).
+
+Two layers:
+
+* a framework-free *checkpoint value* ``{"config": dict, "state_dict": dict[str, Tensor],
+  "tokenizer_files": dict[str, bytes]}`` with ``read_checkpoint`` / ``write_checkpoint``
+  (what the Kedro ``CheckpointDataset`` moves between nodes), and
+* model conversion with ``model_to_checkpoint`` / ``model_from_checkpoint`` and the
+  shortcuts ``save_pretrained`` / ``load_pretrained``.
+
+Loading accepts our folders and HF ones: ``model.safetensors`` or ``pytorch_model.bin``
+(``torch.load(weights_only=True)``), ``BertModel``-only weights with or without the ``bert.``
+prefix, and old TF-converted names (``LayerNorm.gamma``/``beta``). Missing weights are freshly
+initialised and, with unexpected ones, logged and returned; a shape mismatch is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from bert_pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel
+from bert_pipeline.model.config import BertConfig
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+PYTORCH_FILE = "pytorch_model.bin"
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.txt",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+)
+# Tied copies of other tensors: not written (safetensors refuses shared storage), re-tied on load.
+TIED_KEYS = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+_ENCODER_ROOTS = ("embeddings.", "encoder.", "pooler.")
+
+Checkpoint = dict[
+    str, Any
+]  # {"config": dict, "state_dict": dict[str, Tensor], "tokenizer_files": dict[str, bytes]}
+
+
+@dataclass
+class LoadingInfo:
+    """What did not line up between a checkpoint and the model it was loaded into."""
+
+    missing_keys: list[str] = field(default_factory=list)  # freshly initialised
+    unexpected_keys: list[str] = field(default_factory=list)  # ignored
+    renamed_keys: dict[str, str] = field(default_factory=dict)  # checkpoint name -> model name
+
+
+# ---------------------------------------------------------------------------- folder <-> value
+
+
+def read_checkpoint(directory: str | Path) -> Checkpoint:
+    """Read a checkpoint folder (ours or HF's) into the framework-free checkpoint value."""
+    directory = Path(directory)
+    config_path = directory / CONFIG_FILE
+    if not config_path.is_file():
+        raise FileNotFoundError(f"no {CONFIG_FILE} in checkpoint folder {directory}")
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    if (directory / SAFETENSORS_FILE).is_file():
+        state_dict = load_file(directory / SAFETENSORS_FILE)
+    elif (directory / PYTORCH_FILE).is_file():
+        state_dict = torch.load(directory / PYTORCH_FILE, map_location="cpu", weights_only=True)
+    else:
+        raise FileNotFoundError(
+            f"no {SAFETENSORS_FILE} or {PYTORCH_FILE} in checkpoint folder {directory}"
+        )
+    tokenizer_files = {
+        name: (directory / name).read_bytes()
+        for name in TOKENIZER_FILES
+        if (directory / name).is_file()
+    }
+    return {"config": config, "state_dict": state_dict, "tokenizer_files": tokenizer_files}
+
+
+def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
+    """Write a checkpoint value as a folder, atomically (a sibling temp folder renamed in place)."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        (tmp / CONFIG_FILE).write_text(
+            json.dumps(checkpoint["config"], indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+        tensors = {k: v.detach().cpu().contiguous() for k, v in checkpoint["state_dict"].items()}
+        save_file(tensors, tmp / SAFETENSORS_FILE, metadata={"format": "pt"})
+        for name, data in (checkpoint.get("tokenizer_files") or {}).items():
+            if Path(name).name != name:
+                raise ValueError(f"tokenizer file name {name!r} must be a plain file name")
+            (tmp / name).write_bytes(data)
+        if directory.exists():
+            old = directory.with_name(f".{directory.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(directory, old)
+            os.replace(tmp, directory)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, directory)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return directory
+
+
+def tokenizer_files_from(source: str | Path | Iterable[str | Path] | Mapping[str, bytes]) -> dict:
+    """Tokenizer files as {name: bytes} from a folder, a list of files or such a mapping."""
+    if isinstance(source, Mapping):
+        return {str(k): bytes(v) for k, v in source.items()}
+    if isinstance(source, str | Path):
+        folder = Path(source)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"tokenizer folder {folder} does not exist")
+        files = {n: (folder / n).read_bytes() for n in TOKENIZER_FILES if (folder / n).is_file()}
+        if not files:
+            raise FileNotFoundError(f"no tokenizer file ({', '.join(TOKENIZER_FILES)}) in {folder}")
+        return files
+    return {Path(p).name: Path(p).read_bytes() for p in source}
+
+
+# ---------------------------------------------------------------------------- model <-> value
+
+
+def _architecture(model: nn.Module) -> str:
+    for cls in (BertForPreTraining, BertForSequenceClassification, BertModel):
+        if isinstance(model, cls):
+            return cls.__name__
+    raise TypeError(f"cannot export a {type(model).__name__}; expected one of our BERT models")
+
+
+def model_to_checkpoint(
+    model: nn.Module, tokenizer_files: Mapping[str, bytes] | None = None
+) -> Checkpoint:
+    """HF-loadable checkpoint value of a model: tied copies dropped, tensors on CPU."""
+    config = model.config.to_dict()
+    config["architectures"] = [_architecture(model)]
+    if isinstance(model, BertForSequenceClassification):
+        config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
+        config["label2id"] = {f"LABEL_{i}": i for i in range(model.num_labels)}
+    state_dict = {
+        k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k not in TIED_KEYS
+    }
+    return {
+        "config": config,
+        "state_dict": state_dict,
+        "tokenizer_files": dict(tokenizer_files or {}),
+    }
+
+
+def _normalise_keys(
+    state_dict: Mapping[str, torch.Tensor], expects_prefix: bool
+) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """Map checkpoint names onto ours: TF LayerNorm names, ``bert.`` prefix, buffers."""
+    has_prefix = any(k.startswith("bert.") for k in state_dict)
+    out, renamed = {}, {}
+    for key, tensor in state_dict.items():
+        new = key.replace("LayerNorm.gamma", "LayerNorm.weight").replace(
+            "LayerNorm.beta", "LayerNorm.bias"
+        )
+        if new.endswith("position_ids") or new.endswith("embeddings.token_type_ids"):
+            continue  # HF buffers, not weights
+        if expects_prefix and not has_prefix and new.startswith(_ENCODER_ROOTS):
+            new = "bert." + new
+        elif not expects_prefix and new.startswith("bert."):
+            new = new[len("bert.") :]
+        if new != key:
+            renamed[key] = new
+        out[new] = tensor
+    return out, renamed
+
+
+def model_from_checkpoint(
+    checkpoint: Checkpoint,
+    model_cls: type[nn.Module] = BertForPreTraining,
+    *,
+    output_loading_info: bool = False,
+    source: str = "checkpoint",
+    **overrides: Any,
+):
+    """Build ``model_cls`` from a checkpoint value; ``overrides`` change config fields (dropout...).
+
+    For ``BertForSequenceClassification`` pass ``num_labels`` (default: from ``id2label`` in the
+    config, else 2). Returns the model in eval mode, or ``(model, LoadingInfo)`` with
+    ``output_loading_info``.
+    """
+    kwargs = {}
+    if model_cls is BertForSequenceClassification:
+        id2label = checkpoint["config"].get("id2label")
+        kwargs["num_labels"] = overrides.pop("num_labels", len(id2label) if id2label else 2)
+    config = BertConfig.from_dict({**checkpoint["config"], **overrides})
+    model = model_cls(config, **kwargs)
+
+    expected = model.state_dict()
+    state_dict, renamed = _normalise_keys(
+        checkpoint["state_dict"], expects_prefix=model_cls is not BertModel
+    )
+    for tied in TIED_KEYS:  # a tied copy only counts if its source is absent
+        if tied in state_dict and TIED_KEYS[tied] in state_dict:
+            del state_dict[tied]
+    for key, tensor in state_dict.items():
+        if key in expected and expected[key].shape != tensor.shape:
+            raise ValueError(
+                f"{source}: weight {key!r} has shape {tuple(tensor.shape)} in the checkpoint but "
+                f"{tuple(expected[key].shape)} in {model_cls.__name__}"
+            )
+    result = model.load_state_dict(state_dict, strict=False)
+    info = LoadingInfo(  # a tied copy is reported under its source's name, if at all
+        missing_keys=[k for k in result.missing_keys if k not in TIED_KEYS],
+        unexpected_keys=list(result.unexpected_keys),
+        renamed_keys=renamed,
+    )
+    if info.missing_keys:
+        logger.warning(
+            "%s: %d weights not in the checkpoint, freshly initialised: %s",
+            source,
+            len(info.missing_keys),
+            ", ".join(info.missing_keys),
+        )
+    if info.unexpected_keys:
+        logger.warning(
+            "%s: %d checkpoint weights unused by %s: %s",
+            source,
+            len(info.unexpected_keys),
+            model_cls.__name__,
+            ", ".join(info.unexpected_keys),
+        )
+    model.eval()  # as HF's from_pretrained; call .train() to fine-tune
+    return (model, info) if output_loading_info else model
+
+
+# ---------------------------------------------------------------------------- shortcuts
+
+
+def save_pretrained(
+    model: nn.Module,
+    directory: str | Path,
+    tokenizer_dir_or_files: str | Path | Iterable[str | Path] | Mapping[str, bytes] | None = None,
+) -> Path:
+    """Write ``model`` as an HF checkpoint folder, with the tokenizer files if given."""
+    files = tokenizer_files_from(tokenizer_dir_or_files) if tokenizer_dir_or_files else None
+    return write_checkpoint(model_to_checkpoint(model, files), directory)
+
+
+def load_pretrained(
+    directory: str | Path,
+    model_cls: type[nn.Module] = BertForPreTraining,
+    *,
+    output_loading_info: bool = False,
+    **overrides: Any,
+):
+    """Load an BERT folder (ours or HF's) into ``model_cls`` (see model_from_checkpoint)."""
+    return model_from_checkpoint(
+        read_checkpoint(directory),
+        model_cls,
+        output_loading_info=output_loading_info,
+        source=str(directory),
+        **overrides,
+    )

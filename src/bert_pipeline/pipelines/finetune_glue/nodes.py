@@ -1,0 +1,156 @@
+"""Thin Kedro nodes around bert_pipeline.glue: tables, fine-tuning, summary, submission."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+from bert_pipeline.glue.report import (
+    submission_files,
+    summary_markdown,
+    summary_metrics,
+    summary_table,
+)
+from bert_pipeline.glue.tasks import get_task
+from bert_pipeline.model.checkpoint import write_checkpoint
+
+logger = logging.getLogger(__name__)
+
+
+def _sample(frame: pd.DataFrame, limit: int | None, seed: int) -> pd.DataFrame:
+    """At most `limit` rows per split, a seeded random subset in the original order."""
+    if limit is None:
+        return frame.reset_index(drop=True)
+    parts = [
+        part.sample(n=min(limit, len(part)), random_state=seed).sort_index()
+        for _, part in frame.groupby("split", sort=False)
+    ]
+    return pd.concat(parts).reset_index(drop=True) if parts else frame
+
+
+def build_task_tables(
+    raw: dict[str, pd.DataFrame], params: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Train, dev (all dev splits) and test (all test splits) tables of one task.
+
+    `params.data.max_train_examples` / `max_eval_examples` subsample for quick runs (test
+    splits are never subsampled, so submissions stay complete).
+    """
+    data = params.get("data", {})
+    seed = int(data.get("sample_seed", 0))
+    task = get_task(str(next(f for f in raw.values() if len(f))["task"].iloc[0]))
+    train = _sample(raw["train"], data.get("max_train_examples"), seed)
+    dev = _sample(
+        pd.concat([raw[s] for s in task.dev_splits], ignore_index=True),
+        data.get("max_eval_examples"),
+        seed,
+    )
+    test = pd.concat([raw[s] for s in task.test_splits], ignore_index=True)
+    logger.info(
+        "%s: %d train, %d dev, %d test examples", task.name, len(train), len(dev), len(test)
+    )
+    return train, dev, test
+
+
+def task_config(task: str, params: dict[str, Any]) -> FinetuneConfig:
+    """`finetune_glue.defaults` overridden by `finetune_glue.hyperparameters.<task>`."""
+    overrides = (params.get("hyperparameters") or {}).get(task) or {}
+    return FinetuneConfig.from_params(
+        {**params.get("defaults", {}), **overrides},
+        where=f"finetune_glue.defaults / finetune_glue.hyperparameters.{task}",
+    )
+
+
+def _task_run(task: str):
+    """A child MLflow run under kedro-mlflow's run; nothing when tracking is off."""
+    import mlflow
+
+    if mlflow.active_run() is None:
+        return contextlib.nullcontext(None)
+    return mlflow.start_run(run_name=f"glue_{task}", nested=True, tags={"glue_task": task})
+
+
+def _log_task_artifacts(run, checkpoint: dict, record: dict, dev: pd.DataFrame, test: pd.DataFrame):
+    import mlflow
+
+    mlflow.log_dict(record, "dev_metrics.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        dev.to_csv(Path(tmp) / "dev_predictions.csv", index=False)
+        test.to_csv(Path(tmp) / "test_predictions.csv", index=False)
+        mlflow.log_artifacts(tmp, "predictions")
+    with tempfile.TemporaryDirectory() as tmp:
+        mlflow.log_artifacts(str(write_checkpoint(checkpoint, Path(tmp) / "model")), "best_checkpoint")
+
+
+def finetune_glue_task(
+    train: pd.DataFrame,
+    dev: pd.DataFrame,
+    test: pd.DataFrame,
+    pretrained: dict,
+    params: dict[str, Any],
+) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
+    """Fine-tunes one task; returns the best checkpoint, its dev record and predictions.
+
+    Inside a kedro-mlflow run, the task gets its own nested MLflow run with its
+    hyperparameters, per-epoch dev metrics of every trial, best checkpoint and predictions.
+    """
+    task = get_task(str(train["task"].iloc[0]))
+    config = task_config(task.name, params)
+    source = str(pretrained.get("config", {}).get("_name_or_path") or "input checkpoint")
+    with _task_run(task.name) as run:
+        run_id = run.info.run_id if run is not None else None
+        if run is not None:
+            import mlflow
+
+            mlflow.log_params(
+                {**{k: str(v) for k, v in vars(config).items()}, "task": task.name,
+                 "train_examples": len(train), "dev_examples": len(dev)}
+            )
+        result = finetune_task(
+            task, train, dev, test, pretrained, config, source=source, mlflow_run_id=run_id
+        )
+        record = {
+            "task": task.name,
+            "dev_metrics": result.dev_metrics,
+            "score": result.best["best_score"],
+            "best": result.best,
+            "train_examples": len(train),
+            "dev_examples": len(dev),
+            "trials": result.trials,
+            "mlflow_run_id": run_id,
+        }
+        if run is not None:
+            import mlflow
+
+            mlflow.log_metrics(
+                {
+                    f"best_{split}_{name}": value
+                    for split, values in result.dev_metrics.items()
+                    for name, value in values.items()
+                }
+                | {"best_score": result.best["best_score"]}
+            )
+            mlflow.log_params({"best_learning_rate": result.best["learning_rate"],
+                               "best_seed": result.best["seed"],
+                               "best_epoch": result.best["best_epoch"]})
+            _log_task_artifacts(
+                run, result.checkpoint, record, result.dev_predictions, result.test_predictions
+            )
+    return result.checkpoint, record, result.dev_predictions, result.test_predictions
+
+
+def summarize_glue(*records: dict) -> tuple[pd.DataFrame, str, dict]:
+    """Summary table (CSV + markdown) and the task scores / GLUE average for MLflow."""
+    table = summary_table(records)
+    return table, summary_markdown(table), summary_metrics(table)
+
+
+def build_submission(*test_predictions: pd.DataFrame) -> dict[str, str]:
+    """GLUE leaderboard files, one `<TASK>.tsv` per task (MNLI-m / MNLI-mm), for the zip."""
+    return submission_files(test_predictions)

@@ -1,0 +1,111 @@
+"""Thin Kedro wrappers around `bert_pipeline.training`."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import mlflow  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
+
+from bert_pipeline.data.tokenizer import save_tokenizer  # noqa: E402
+from bert_pipeline.model.checkpoint import model_to_checkpoint, tokenizer_files_from  # noqa: E402
+from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
+from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
+from bert_pipeline.training.trainer import run_training  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+
+def _as_frame(examples: pd.DataFrame | dict[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
+    """A DataFrame, or the partitions of a PartitionedDataset concatenated in key order."""
+    if isinstance(examples, pd.DataFrame):
+        return examples
+    parts = [examples[key]() for key in sorted(examples)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _local_processes(cfg: TrainingConfig) -> int:
+    """How many processes this machine needs: the device count when it is more than one."""
+    if cfg.num_nodes > 1:
+        raise TrainingConfigError(
+            f"pretrain_model.num_nodes={cfg.num_nodes}: a Kedro node runs on one machine; start "
+            "`python -m bert_pipeline.training.launch` on every node with torchrun or srun instead"
+        )
+    if isinstance(cfg.devices, int) and cfg.devices > 0:
+        return cfg.devices
+    if cfg.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
+        return max(1, torch.cuda.device_count())
+    return 1
+
+
+def pretrain_bert(
+    examples: pd.DataFrame | dict[str, Callable[[], pd.DataFrame]],
+    tokenizer: Tokenizer,
+    params: dict[str, Any],
+) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Any]]:
+    """Pretrains BERT; returns (checkpoint for the catalog, history table, final metrics).
+
+    Metrics go live into the MLflow run kedro-mlflow opened for this pipeline. With more than
+    one device the training runs under torchrun in child processes (never `kedro run` per rank).
+    """
+    cfg = TrainingConfig.from_params(params)
+    frame = _as_frame(examples)
+    active = mlflow.active_run()
+    run_id = active.info.run_id if active else None
+    tracking_uri = mlflow.get_tracking_uri() if active else None
+    nproc = _local_processes(cfg)
+    if nproc > 1:
+        model, history, metrics = launch_subprocess(
+            frame, tokenizer, params, nproc, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
+        )
+    else:
+        result = run_training(
+            frame, tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
+        )
+        model, history, metrics = result.model, result.history, result.metrics
+    with tempfile.TemporaryDirectory() as tmp:
+        save_tokenizer(tokenizer, tmp)
+        checkpoint = model_to_checkpoint(model, tokenizer_files_from(tmp))
+    return checkpoint, history, metrics
+
+
+def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:
+    """Training and validation MLM loss (left) and validation accuracies (right) against steps."""
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    series = {name: group.sort_values("step") for name, group in history.groupby("metric")}
+    for name, style in (
+        ("train/loss", dict(color="tab:gray", alpha=0.6, label="train loss (MLM + NSP)")),
+        ("train/mlm_loss", dict(color="tab:blue", label="train MLM loss")),
+        ("val/mlm_loss", dict(color="tab:red", marker="o", label="validation MLM loss")),
+    ):
+        if name in series:
+            ax_loss.plot(series[name]["step"], series[name]["value"], **style)
+    ax_loss.set_xlabel("optimizer step")
+    ax_loss.set_ylabel("cross-entropy")
+    ax_loss.set_title("Pretraining loss")
+    ax_loss.legend()
+    for name, color in (("val/mlm_accuracy", "tab:red"), ("val/nsp_accuracy", "tab:green")):
+        if name in series:
+            ax_acc.plot(
+                series[name]["step"],
+                series[name]["value"],
+                marker="o",
+                color=color,
+                label=name.removeprefix("val/").replace("_", " "),
+            )
+    ax_acc.set_xlabel("optimizer step")
+    ax_acc.set_ylabel("accuracy")
+    ax_acc.set_ylim(0, 1)
+    ax_acc.set_title("Validation accuracy")
+    ax_acc.legend()
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,28 @@
+"""Pretraining: examples + tokenizer (from `pretrain_data`) -> exported BERT and reports."""
+
+from __future__ import annotations
+
+from kedro.pipeline import Node, Pipeline
+
+from bert_pipeline.pipelines.pretrain_model.nodes import plot_loss_curve, pretrain_bert
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                pretrain_bert,
+                inputs=["pretraining_examples", "tokenizer", "params:pretrain_model"],
+                outputs=["pretrained_model", "pretrain_history", "pretrain_metrics"],
+                name="pretrain_bert",
+                tags=["training"],
+            ),
+            Node(
+                plot_loss_curve,
+                inputs="pretrain_history",
+                outputs="pretrain_loss_curve",
+                name="plot_loss_curve",
+                tags=["reporting"],
+            ),
+        ]
+    )

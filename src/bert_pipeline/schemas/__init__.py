@@ -1,0 +1,1 @@
+"""Pandera schemas of the tables that cross Kedro node boundaries."""

@@ -1,0 +1,189 @@
+"""Pandera schemas of the pretraining data tables, enforced by Kedro's catalog `validator:` key.
+
+Checks here are the ones that hold for every configuration. Checks that depend on parameters
+(sequences no longer than `max_seq_length`, ids below the vocabulary size) cannot be expressed
+here, because a catalog validator's options are static YAML that cannot read parameters; the
+`create_examples` node enforces those (`check_examples_against_parameters`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pandera.pandas as pa
+import pyarrow as pa_arrow
+import pyarrow.compute as pc
+from pandera.typing import Series
+
+
+class DocumentsSchema(pa.DataFrameModel):
+    """One row per raw document."""
+
+    doc_id: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
+    source: Series[str]
+    text: Series[str] = pa.Field(str_matches=r"\S")
+    layout: Series[str] = pa.Field(isin=["sentences", "prose"])
+
+    class Config:
+        strict = True
+
+
+class SentencesSchema(pa.DataFrameModel):
+    """One row per sentence, grouped by document and in order."""
+
+    doc_id: Series[str] = pa.Field(str_length={"min_value": 1})
+    sentence_index: Series[np.int32] = pa.Field(ge=0)
+    text: Series[str] = pa.Field(str_matches=r"\S")
+
+    class Config:
+        strict = True
+        unique = ["doc_id", "sentence_index"]
+
+    @pa.dataframe_check(
+        error="rows of a document are not contiguous with sentence_index 0, 1, 2..."
+    )
+    @classmethod
+    def contiguous_documents(cls, df: pd.DataFrame) -> Series[bool]:
+        new_doc = df["doc_id"].ne(df["doc_id"].shift())
+        expected = df.groupby(new_doc.cumsum()).cumcount()
+        starts = df["doc_id"][new_doc]
+        ok = df["sentence_index"].to_numpy() == expected.to_numpy()
+        if starts.duplicated().any():
+            ok = ok & ~df["doc_id"].isin(starts[starts.duplicated()]).to_numpy()
+        return pd.Series(ok, index=df.index)
+
+
+def _arrow(df: pd.DataFrame, column: str) -> pa_arrow.ListArray:
+    col = pa_arrow.Table.from_pandas(df[[column]], preserve_index=False).column(0)
+    return col.combine_chunks()
+
+
+def _rows_ok(n: int, bad_rows: np.ndarray) -> np.ndarray:
+    ok = np.ones(n, dtype=bool)
+    ok[np.asarray(bad_rows, dtype=np.int64)] = False
+    return ok
+
+
+def _example_row_checks(df: pd.DataFrame) -> pd.Series:
+    """Per-row structural validity of examples, vectorized with pyarrow (no per-token loop)."""
+    n = len(df)
+    ids = _arrow(df, "input_ids")
+    types = _arrow(df, "token_type_ids")
+    pos = _arrow(df, "masked_lm_positions")
+    lab = _arrow(df, "masked_lm_ids")
+    length = pc.list_value_length(ids).to_numpy(zero_copy_only=False)
+    ok = length >= 5
+    ok &= pc.list_value_length(types).to_numpy(zero_copy_only=False) == length
+    ok &= pc.list_value_length(lab).to_numpy(zero_copy_only=False) == pc.list_value_length(
+        pos
+    ).to_numpy(zero_copy_only=False)
+
+    t_val = pc.list_flatten(types).to_numpy(zero_copy_only=False).astype(np.int64)
+    t_row = pc.list_parent_indices(types).to_numpy(zero_copy_only=False)
+    ok &= _rows_ok(n, t_row[(t_val != 0) & (t_val != 1)])
+    t_start = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(pc.list_value_length(types).to_numpy(zero_copy_only=False), out=t_start[1:])
+    # token types are 0...0 1...1 with both parts non-empty; first [SEP] is at len_a + 1
+    steps = np.diff(t_val)
+    same_row = t_row[1:] == t_row[:-1]
+    ok &= _rows_ok(n, t_row[1:][same_row & (steps < 0)])
+    n_zero = np.bincount(t_row[t_val == 0], minlength=n)
+    ok &= (n_zero >= 3) & (n_zero <= length - 2)
+    first_sep = n_zero - 1
+
+    p_val = pc.list_flatten(pos).to_numpy(zero_copy_only=False).astype(np.int64)
+    p_row = pc.list_parent_indices(pos).to_numpy(zero_copy_only=False)
+    if len(p_val):
+        bad = (p_val <= 0) | (p_val >= length[p_row] - 1) | (p_val == first_sep[p_row])
+        ok &= _rows_ok(n, p_row[bad])
+        rising = np.diff(p_val) > 0
+        ok &= _rows_ok(n, p_row[1:][(p_row[1:] == p_row[:-1]) & ~rising])
+    return pd.Series(ok, index=df.index)
+
+
+def _provenance_ok(df: pd.DataFrame) -> pd.Series:
+    """IsNext pairs are consecutive sentences of one document; random B comes from another."""
+    is_next = df["next_sentence_label"].to_numpy() == 0
+    same_doc = df["a_doc_id"].to_numpy() == df["b_doc_id"].to_numpy()
+    consecutive = df["b_sent_start"].to_numpy() == df["a_sent_end"].to_numpy()
+    ranges = (df["a_sent_start"] < df["a_sent_end"]) & (df["b_sent_start"] < df["b_sent_end"])
+    ok = np.where(is_next, same_doc & consecutive, ~same_doc) & ranges.to_numpy()
+    return pd.Series(ok, index=df.index)
+
+
+ExamplesFrameSchema = pa.DataFrameSchema(
+    {
+        "example_id": pa.Column("int64", unique=True, checks=pa.Check.ge(0)),
+        "input_ids": pa.Column(None),
+        "token_type_ids": pa.Column(None),
+        "masked_lm_positions": pa.Column(None),
+        "masked_lm_ids": pa.Column(None),
+        "next_sentence_label": pa.Column("int8", checks=pa.Check.isin([0, 1])),
+        "a_doc_id": pa.Column(str),
+        "b_doc_id": pa.Column(str),
+        "a_sent_start": pa.Column("int32", checks=pa.Check.ge(0)),
+        "a_sent_end": pa.Column("int32"),
+        "b_sent_start": pa.Column("int32", checks=pa.Check.ge(0)),
+        "b_sent_end": pa.Column("int32"),
+    },
+    checks=[
+        pa.Check(
+            _example_row_checks,
+            error="example structure: [CLS] A [SEP] B [SEP] token types, masked positions "
+            "sorted, unique, inside the sequence and not on [CLS]/[SEP]",
+        ),
+        pa.Check(
+            _provenance_ok,
+            error="IsNext must be consecutive in one document, random B from another document",
+        ),
+    ],
+    strict=True,
+    name="ExamplesSchema",
+)
+
+
+class ExamplesValidator:
+    """Kedro validator for the sharded examples (a PartitionedDataset saves a dict of shards).
+
+    Validates each shard with `ExamplesFrameSchema` and example_id uniqueness across shards.
+    Meant for `on: save`; loading returns lazy loaders, which are validated when called.
+    """
+
+    def validate(self, data: Any) -> Any:
+        if isinstance(data, pd.DataFrame):
+            return ExamplesFrameSchema.validate(data, lazy=True)
+        if not isinstance(data, Mapping) or not data:
+            raise ValueError(f"expected a non-empty dict of shards, got {type(data).__name__}")
+        seen = 0
+        ids: list[np.ndarray] = []
+        for name, shard in data.items():
+            frame = shard() if isinstance(shard, Callable) else shard
+            try:
+                ExamplesFrameSchema.validate(frame, lazy=True)
+            except pa.errors.SchemaErrors as exc:
+                raise ValueError(f"shard {name!r}: {exc}") from exc
+            ids.append(frame["example_id"].to_numpy())
+            seen += len(frame)
+        all_ids = np.concatenate(ids)
+        if len(np.unique(all_ids)) != seen:
+            raise ValueError("example_id is not unique across shards")
+        return data
+
+
+def check_examples_against_parameters(
+    table: pa_arrow.Table, max_seq_length: int, vocab_size: int
+) -> None:
+    """Parameter-dependent checks that a static catalog validator cannot express."""
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy(zero_copy_only=False)
+    if len(lengths) and lengths.max() > max_seq_length:
+        row = int(np.argmax(lengths))
+        raise ValueError(
+            f"example row {row} has {lengths[row]} tokens, more than parameter "
+            f"max_seq_length={max_seq_length}"
+        )
+    flat = pc.list_flatten(table.column("input_ids")).to_numpy(zero_copy_only=False)
+    if len(flat) and (flat.max() >= vocab_size or flat.min() < 0):
+        raise ValueError(f"token id outside [0, {vocab_size}) (tokenizer vocabulary size)")

@@ -1,0 +1,113 @@
+"""Throughput measurement and the two loggers of a run: MLflow (the pipeline's run) and history."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+import pandas as pd
+import torch
+from lightning.pytorch.loggers import Logger, MLFlowLogger
+from lightning.pytorch.utilities import rank_zero_only
+
+
+class TokenThroughput(pl.Callback):
+    """Logs real (non-padding) tokens per second over all ranks, every `log_every_n_steps` steps.
+
+    The window covers data loading, forward, backward and optimizer time but not validation.
+    """
+
+    def __init__(self, log_every_n_steps: int) -> None:
+        self.log_every_n_steps = log_every_n_steps
+        self._tokens = 0
+        self._start: float | None = None
+        self._paused: float | None = None
+        self._last_step = -1
+        self.total_tokens = 0
+        self.total_seconds = 0.0
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if self._start is None:
+            self._start = time.perf_counter()
+        self._tokens += int(batch["attention_mask"].sum())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        if step == self._last_step or step % self.log_every_n_steps != 0:
+            return  # mid-accumulation, or not a logging step
+        self._last_step = step
+        elapsed = time.perf_counter() - self._start
+        tokens = torch.tensor(float(self._tokens), device=pl_module.device)
+        tokens = float(trainer.strategy.reduce(tokens, reduce_op="sum"))
+        self.total_tokens += int(tokens)
+        self.total_seconds += elapsed
+        pl_module.log("train/tokens_per_sec", tokens / max(elapsed, 1e-9), prog_bar=True)
+        self._tokens, self._start = 0, None
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        # pause the window: validation time is not training throughput
+        if self._start is not None:
+            self._paused = time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self._start is not None and self._paused is not None:
+            self._start += time.perf_counter() - self._paused
+        self._paused = None
+
+    @property
+    def mean_tokens_per_sec(self) -> float:
+        return self.total_tokens / self.total_seconds if self.total_seconds else float("nan")
+
+
+class PipelineMLFlowLogger(MLFlowLogger):
+    """MLFlowLogger that writes into an existing run (kedro-mlflow's) and never ends it.
+
+    Lightning's `finalize` marks the run FINISHED, which would close kedro-mlflow's run before the
+    pipeline's later nodes log their artifacts. Hyperparameters are left to kedro-mlflow (it logs
+    every parameter) unless `log_hparams` is set, e.g. when the entry point runs without Kedro.
+    """
+
+    def __init__(self, *args: Any, log_hparams: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._log_hparams = log_hparams
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any) -> None:
+        if self._log_hparams:
+            super().log_hyperparams(params)
+
+    @rank_zero_only
+    def finalize(self, status: str = "success") -> None:
+        """Keeps the run open; the owner of the run (kedro-mlflow or the entry point) ends it."""
+
+
+class HistoryLogger(Logger):
+    """Keeps every logged metric in memory as a long table (step, metric, value) for the report."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int, str, float]] = []
+
+    @property
+    def name(self) -> str:
+        return "history"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        for name, value in metrics.items():
+            if name == "epoch":
+                continue
+            self.rows.append((int(step or 0), name, float(value)))
+
+    def to_frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self.rows, columns=["step", "metric", "value"])
+        return frame.astype({"step": "int64", "metric": "string", "value": "float64"})

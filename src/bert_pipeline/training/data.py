@@ -1,0 +1,363 @@
+"""Examples table -> resumable, rank-sharded batches for Lightning.
+
+Why not a plain DataLoader: an interrupted run must continue at the exact batch where it stopped
+(not at the start of the epoch), across ranks, with the same masks. The batch sampler below
+derives the order of every epoch and the masking seed of every batch from (seed, epoch, batch,
+rank) alone, and the loader exposes `state_dict`/`load_state_dict`, which Lightning (>= 2.2)
+stores in its checkpoints for stateful dataloaders.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import lightning.pytorch as pl
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from bert_pipeline.data.collator import PretrainingCollator
+
+logger = logging.getLogger(__name__)
+
+LIST_COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids")
+REQUIRED_COLUMNS = (*LIST_COLUMNS, "next_sentence_label")
+_VALIDATION_STREAM = 2**31 - 1  # seed-sequence key that keeps validation masks apart from training
+
+
+def _batch_seed(*keys: int) -> int:
+    return int(np.random.SeedSequence([int(k) for k in keys]).generate_state(1, np.uint32)[0])
+
+
+class ExampleTable:
+    """The examples table as flat numpy arrays + offsets: compact, and cheap to fork to workers."""
+
+    def __init__(self, examples: pd.DataFrame | pa.Table) -> None:
+        table = (
+            examples
+            if isinstance(examples, pa.Table)
+            else pa.Table.from_pandas(examples, preserve_index=False)
+        )
+        missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+        if missing:
+            raise ValueError(
+                f"examples table lacks column(s) {missing}; found {table.column_names}"
+            )
+        if table.num_rows == 0:
+            raise ValueError("examples table is empty: nothing to train on")
+        self._lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name in LIST_COLUMNS:
+            column = table.column(name).combine_chunks()
+            if isinstance(column, pa.ChunkedArray):  # empty table edge case
+                column = pa.concat_arrays(column.chunks)
+            offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+            values = column.values.to_numpy(zero_copy_only=False)
+            self._lists[name] = (values, offsets - offsets[0])
+        self.next_sentence_label = table.column("next_sentence_label").to_numpy().astype(np.int64)
+        self.doc_ids = (
+            np.asarray(table.column("a_doc_id").to_pylist(), dtype=object)
+            if "a_doc_id" in table.column_names
+            else None
+        )
+        self.num_rows = table.num_rows
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def row(self, i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, (values, offsets) in self._lists.items():
+            out[name] = values[offsets[i] : offsets[i + 1]]
+        out["next_sentence_label"] = int(self.next_sentence_label[i])
+        return out
+
+    def lengths(self, name: str = "input_ids") -> np.ndarray:
+        return np.diff(self._lists[name][1])
+
+    def has_static_masks(self) -> bool:
+        return bool(self.lengths("masked_lm_positions").sum() > 0)
+
+
+def split_indices(
+    table: ExampleTable, val_split: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Held-out examples for validation: whole documents (by `a_doc_id`) so A-segments never leak.
+
+    `val_split` < 1 is a fraction of the examples, >= 1 a number of examples (rounded to documents).
+    """
+    n = len(table)
+    target = int(round(val_split * n)) if val_split < 1 else int(val_split)
+    target = max(1, min(target, n - 1)) if n > 1 else 0
+    if n < 2:
+        raise ValueError(f"need at least 2 examples to hold some out for validation, got {n}")
+    rng = np.random.default_rng(seed)
+    if table.doc_ids is None:
+        order = rng.permutation(n)
+        return np.sort(order[target:]), np.sort(order[:target])
+    docs, inverse = np.unique(table.doc_ids.astype(str), return_inverse=True)
+    val_mask = np.zeros(n, dtype=bool)
+    for d in rng.permutation(len(docs)):
+        if val_mask.sum() >= target:
+            break
+        candidate = val_mask | (inverse == d)
+        if candidate.sum() >= n:  # never hold out everything
+            continue
+        val_mask = candidate
+    return np.flatnonzero(~val_mask), np.flatnonzero(val_mask)
+
+
+class BatchRequest(NamedTuple):
+    """What the sampler hands the dataset: example indices and the seed of this batch's masks."""
+
+    seed: int
+    indices: list[int]
+
+
+class PretrainingDataset(Dataset):
+    """Rows of an `ExampleTable`, fetched a whole `BatchRequest` at a time."""
+
+    def __init__(self, table: ExampleTable) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return self.table.row(int(i))
+
+    def __getitems__(self, request: BatchRequest) -> tuple[int, list[dict[str, Any]]]:
+        return request.seed, [self.table.row(int(i)) for i in request.indices]
+
+
+class SeededCollate:
+    """Runs `PretrainingCollator` with the batch's own seed: masks do not depend on call order."""
+
+    def __init__(self, **collator_kwargs: Any) -> None:
+        self.collator_kwargs = collator_kwargs
+
+    def __call__(self, item: tuple[int, list[dict[str, Any]]]) -> dict[str, torch.Tensor]:
+        seed, rows = item
+        return PretrainingCollator(**self.collator_kwargs, seed=seed)(rows)
+
+
+class ResumableBatchSampler:
+    """Yields `BatchRequest`s of this rank's share of a per-epoch permutation.
+
+    Every rank walks the same permutation (seeded by seed + epoch), padded by wrap-around to a
+    multiple of world_size like `DistributedSampler`, and takes every world_size-th example.
+    `consumed` counts batches the training loop actually used (not the ones prefetched), which is
+    what a resumed run must skip.
+    """
+
+    def __init__(
+        self,
+        indices: Sequence[int],
+        batch_size: int,
+        seed: int,
+        shuffle: bool,
+        drop_last: bool,
+        rank: int = 0,
+        world_size: int = 1,
+        stream: int = 0,
+    ) -> None:
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.stream = int(stream)
+        self.epoch = 0
+        self.consumed = 0
+        if len(self) == 0:
+            raise ValueError(
+                f"{len(self.indices)} examples over {self.world_size} rank(s) do not fill one "
+                f"batch of batch_size={self.batch_size}; lower pretrain_model.batch_size"
+            )
+
+    def _per_rank(self) -> int:
+        return -(-len(self.indices) // self.world_size)
+
+    def __len__(self) -> int:
+        per_rank = self._per_rank()
+        if self.drop_last:
+            return per_rank // self.batch_size
+        return -(-per_rank // self.batch_size)
+
+    def _epoch_order(self, epoch: int) -> np.ndarray:
+        order = self.indices
+        if self.shuffle:
+            rng = np.random.default_rng([self.seed, epoch])
+            order = order[rng.permutation(len(order))]
+        total = self._per_rank() * self.world_size
+        if total > len(order):
+            order = np.concatenate([order, order[: total - len(order)]])
+        return order[self.rank : total : self.world_size]
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        if self.consumed >= len(self):  # the previous epoch was used up: start the next one
+            self.epoch += 1
+            self.consumed = 0
+        epoch, start = self.epoch, self.consumed
+        order = self._epoch_order(epoch)
+        for b in range(start, len(self)):
+            chunk = order[b * self.batch_size : (b + 1) * self.batch_size]
+            seed = _batch_seed(self.seed, self.stream, epoch, b, self.rank)
+            yield BatchRequest(seed, chunk.tolist())
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "consumed": self.consumed, "world_size": self.world_size}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("world_size", self.world_size) != self.world_size:
+            logger.warning(
+                "resuming with %d rank(s) from a checkpoint written with %d: the data order of the "
+                "current epoch changes",
+                self.world_size,
+                state["world_size"],
+            )
+        self.epoch = int(state["epoch"])
+        self.consumed = int(state["consumed"])
+
+
+class ResumableDataLoader(DataLoader):
+    """A DataLoader whose position Lightning saves/restores (the `_Stateful` protocol)."""
+
+    def state_dict(self) -> dict[str, int]:
+        return self.batch_sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.batch_sampler.load_state_dict(state)
+
+
+def resolve_dynamic_masking(table: ExampleTable, masking: str) -> bool:
+    """Static masks from the data pipeline or fresh masks per batch; checks the table agrees."""
+    has_masks = table.has_static_masks()
+    if masking == "auto":
+        return not has_masks
+    if masking == "static" and not has_masks:
+        raise ValueError(
+            "pretrain_model.masking=static but the examples table has no masked positions "
+            "(it was written with dynamic masking); use masking: dynamic or auto"
+        )
+    if masking == "dynamic" and has_masks:
+        raise ValueError(
+            "pretrain_model.masking=dynamic but the examples table already holds static masks "
+            "([MASK] in input_ids); use masking: static or auto"
+        )
+    return masking == "dynamic"
+
+
+class PretrainingDataModule(pl.LightningDataModule):
+    """Train/validation loaders over the examples table; sharded by rank, resumable mid-epoch."""
+
+    def __init__(
+        self,
+        examples: pd.DataFrame | pa.Table | ExampleTable,
+        *,
+        pad_token_id: int,
+        mask_token_id: int,
+        vocab_size: int,
+        special_token_ids: Sequence[int],
+        batch_size: int,
+        val_split: float,
+        seed: int,
+        masking: str = "auto",
+        masked_lm_prob: float = 0.15,
+        max_predictions_per_seq: int = 20,
+        pad_to_multiple_of: int | None = 8,
+        num_workers: int = 0,
+    ) -> None:
+        super().__init__()
+        self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
+        self.batch_size = batch_size
+        self.seed = seed
+        self.num_workers = num_workers
+        self.dynamic_masking = resolve_dynamic_masking(self.table, masking)
+        self.collate = SeededCollate(
+            pad_token_id=pad_token_id,
+            mask_token_id=mask_token_id,
+            vocab_size=vocab_size,
+            special_token_ids=list(special_token_ids),
+            dynamic_masking=self.dynamic_masking,
+            masked_lm_prob=masked_lm_prob,
+            max_predictions_per_seq=max_predictions_per_seq,
+            pad_to_multiple_of=pad_to_multiple_of,
+        )
+        self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
+        self.dataset = PretrainingDataset(self.table)
+        self._train_loader: ResumableDataLoader | None = None
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = self.trainer
+        if trainer is None:
+            return 0, 1
+        return trainer.global_rank, trainer.world_size
+
+    def _loader_kwargs(self) -> dict[str, Any]:
+        # Its own generator: creating a loader iterator must not draw from the global torch RNG,
+        # whose state (dropout) is checkpointed and restored for an exact resume.
+        return dict(
+            collate_fn=self.collate,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+    def _loader(self, sampler: ResumableBatchSampler) -> ResumableDataLoader:
+        return ResumableDataLoader(self.dataset, batch_sampler=sampler, **self._loader_kwargs())
+
+    def train_dataloader(self) -> ResumableDataLoader:
+        if self._train_loader is None:  # one loader for the whole fit, so its position persists
+            rank, world = self._rank_world()
+            sampler = ResumableBatchSampler(
+                self.train_indices,
+                self.batch_size,
+                self.seed,
+                shuffle=True,
+                drop_last=True,
+                rank=rank,
+                world_size=world,
+            )
+            self._train_loader = self._loader(sampler)
+        return self._train_loader
+
+    def val_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
+        sampler = ResumableBatchSampler(
+            self.val_indices,
+            self.batch_size,
+            self.seed,
+            shuffle=False,
+            drop_last=False,
+            rank=rank,
+            world_size=world,
+            stream=_VALIDATION_STREAM,
+        )
+        # Validation always reads epoch 0: the same examples and masks at every evaluation.
+        return DataLoader(self.dataset, batch_sampler=_FixedEpoch(sampler), **self._loader_kwargs())
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        # Called once for each batch the training step is about to use: the true data position.
+        if self.trainer is not None and self.trainer.training and self._train_loader is not None:
+            self._train_loader.batch_sampler.consumed += 1
+        return batch
+
+
+class _FixedEpoch:
+    """Wraps a sampler so that every iteration replays its epoch 0 (for validation)."""
+
+    def __init__(self, sampler: ResumableBatchSampler) -> None:
+        self.sampler = sampler
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[BatchRequest]:
+        self.sampler.epoch, self.sampler.consumed = 0, 0
+        return iter(self.sampler)

@@ -1,0 +1,185 @@
+"""Distributed entry point: one process per device, started by torchrun, SLURM (srun) or the node.
+
+    torchrun --nproc_per_node=4 -m bert_pipeline.training.launch \\
+        --examples data/05_model_input/pretraining_examples --tokenizer data/06_models/tokenizer \\
+        --config conf/base/parameters_pretrain_model.yml --output data/06_models/run1
+
+Every rank runs `run_training`; global rank 0 writes `<output>/model/` (config.json +
+model.safetensors + tokenizer files), `history.parquet` and, last, `metrics.json`. MLflow: rank 0
+logs into the run given by `--mlflow-run-id` / $MLFLOW_RUN_ID (the Kedro node passes its own
+run), or opens a new run in `--mlflow-experiment` when no run id is given.
+
+The Kedro node uses this module for more than one device instead of letting Lightning re-launch
+`kedro run` once per rank (kedro issue #2049): see `launch_subprocess`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+import yaml
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer
+
+from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
+from bert_pipeline.model.checkpoint import load_pretrained, save_pretrained
+from bert_pipeline.training.config import TrainingConfig
+from bert_pipeline.training.trainer import TrainingResult, run_training
+
+logger = logging.getLogger(__name__)
+
+MODEL_DIR, HISTORY_FILE, METRICS_FILE = "model", "history.parquet", "metrics.json"
+
+
+def read_params(path: str | Path) -> dict[str, Any]:
+    """`pretrain_model` parameters from a YAML/JSON file (with or without that top-level key).
+
+    Kedro's `${runtime_params:key,default}` interpolations (e.g. in checkpoint_dir) take their
+    default here, so conf/base/parameters_pretrain_model.yml can be passed as it is.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of pretrain_model parameters")
+    if not OmegaConf.has_resolver("runtime_params"):
+        OmegaConf.register_new_resolver("runtime_params", lambda key, default=None: default)
+    resolved = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
+    return resolved.get("pretrain_model", resolved)
+
+
+def write_outputs(result: TrainingResult, tokenizer_dir: Path, output: Path) -> None:
+    """Rank 0: exported model, history and metrics; metrics.json last, as the completion marker."""
+    output.mkdir(parents=True, exist_ok=True)
+    save_pretrained(result.model, output / MODEL_DIR, tokenizer_dir)
+    tmp = output / f".{HISTORY_FILE}.tmp"
+    result.history.to_parquet(tmp, index=False)
+    tmp.replace(output / HISTORY_FILE)
+    tmp = output / f".{METRICS_FILE}.tmp"
+    tmp.write_text(json.dumps(result.metrics, indent=2), encoding="utf-8")
+    tmp.replace(output / METRICS_FILE)
+
+
+def _global_rank() -> int:
+    for var in ("RANK", "SLURM_PROCID"):
+        if var in os.environ:
+            return int(os.environ[var])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", required=True, help="parquet file or folder of shards")
+    parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json/vocab.txt")
+    parser.add_argument("--config", required=True, help="pretrain_model parameters (YAML/JSON)")
+    parser.add_argument("--output", required=True, help="folder for model/, history, metrics")
+    parser.add_argument("--mlflow-run-id", default=os.environ.get("MLFLOW_RUN_ID"))
+    parser.add_argument("--mlflow-tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI"))
+    parser.add_argument(
+        "--mlflow-experiment", default=None, help="open a new run here if no run id"
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+
+    cfg = TrainingConfig.from_params(read_params(args.config))
+    examples = pq.read_table(args.examples)
+    tokenizer = load_tokenizer(args.tokenizer)
+
+    run_id, owns_run = args.mlflow_run_id, False
+    if not run_id and args.mlflow_experiment and _global_rank() == 0:
+        import mlflow
+
+        if args.mlflow_tracking_uri:
+            mlflow.set_tracking_uri(args.mlflow_tracking_uri)
+        experiment = mlflow.set_experiment(args.mlflow_experiment)
+        run = mlflow.MlflowClient().create_run(experiment.experiment_id)
+        run_id, owns_run = run.info.run_id, True
+
+    status = "FAILED"
+    try:
+        result = run_training(
+            examples,
+            tokenizer,
+            cfg,
+            mlflow_run_id=run_id,
+            mlflow_tracking_uri=args.mlflow_tracking_uri,
+            log_hparams=owns_run,
+        )
+        if result.is_global_zero:
+            write_outputs(result, Path(args.tokenizer), Path(args.output))
+        status = "FINISHED"
+    finally:
+        if owns_run:
+            import mlflow
+
+            mlflow.MlflowClient().set_terminated(run_id, status)
+    return 0
+
+
+# ---------------------------------------------------------------------------- used by the node
+
+
+def launch_subprocess(
+    examples: pd.DataFrame,
+    tokenizer: Tokenizer,
+    params: dict[str, Any],
+    nproc_per_node: int,
+    *,
+    mlflow_run_id: str | None = None,
+    mlflow_tracking_uri: str | None = None,
+) -> tuple[Any, pd.DataFrame, dict[str, Any]]:
+    """Runs the entry point under torchrun on this machine; returns (model, history, metrics).
+
+    The catalog inputs go to a temporary folder (examples parquet, tokenizer, params JSON) so the
+    worker processes never import or re-run Kedro.
+    """
+    workdir = Path(tempfile.mkdtemp(prefix="bert_pretrain_"))
+    try:
+        examples.to_parquet(workdir / "examples.parquet", index=False)
+        save_tokenizer(tokenizer, workdir / "tokenizer")
+        (workdir / "params.json").write_text(json.dumps(params), encoding="utf-8")
+        output = workdir / "output"
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+            f"--nproc_per_node={nproc_per_node}", "-m", "bert_pipeline.training.launch",
+            "--examples", str(workdir / "examples.parquet"),
+            "--tokenizer", str(workdir / "tokenizer"),
+            "--config", str(workdir / "params.json"),
+            "--output", str(output),
+        ]  # fmt: skip
+        env = dict(os.environ)
+        for key, value in (
+            ("MLFLOW_RUN_ID", mlflow_run_id),
+            ("MLFLOW_TRACKING_URI", mlflow_tracking_uri),
+        ):
+            if value:
+                env[key] = value
+            else:
+                env.pop(key, None)
+        logger.info("launching %d training processes: %s", nproc_per_node, " ".join(command))
+        completed = subprocess.run(command, env=env, check=False)
+        if completed.returncode != 0 or not (output / METRICS_FILE).is_file():
+            raise RuntimeError(
+                f"distributed training failed (torchrun exit code {completed.returncode}); see the "
+                "worker logs above"
+            )
+        model = load_pretrained(output / MODEL_DIR)
+        history = pd.read_parquet(output / HISTORY_FILE)
+        metrics = json.loads((output / METRICS_FILE).read_text(encoding="utf-8"))
+        return model, history, metrics
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""One pretraining run with Lightning: data module, model, loggers, checkpoints, export.
+
+`run_training` is what every rank executes, whether called in-process by the Kedro node (one
+device) or by the distributed entry point `bert_pipeline.training.launch` (torchrun / SLURM).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pandas as pd
+import pyarrow as pa
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.strategies import DDPStrategy
+from tokenizers import Tokenizer
+
+from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
+from bert_pipeline.model import BertConfig, BertForPreTraining
+from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
+from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
+from bert_pipeline.training.module import BertPretrainingModule
+
+logger = logging.getLogger(__name__)
+
+LAST_CHECKPOINT = "last.ckpt"
+
+
+@dataclass
+class TrainingResult:
+    """What a run produced. `model` and `history` are only filled on global rank 0."""
+
+    model: BertForPreTraining | None
+    history: pd.DataFrame | None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    is_global_zero: bool = True
+
+
+def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: int) -> BertConfig:
+    """The preset + overrides, with the vocabulary size taken from the tokenizer."""
+    try:
+        config = BertConfig.from_preset(
+            cfg.model_preset, **{"vocab_size": tokenizer.get_vocab_size(), **cfg.model_overrides}
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise TrainingConfigError(
+            f"parameter pretrain_model.model (preset={cfg.model_preset!r}, overrides="
+            f"{cfg.model_overrides}) does not give a valid BertConfig: {err}"
+        ) from err
+    if config.vocab_size < tokenizer.get_vocab_size():
+        raise TrainingConfigError(
+            f"pretrain_model.model.overrides.vocab_size={config.vocab_size} is smaller than the "
+            f"tokenizer's vocabulary ({tokenizer.get_vocab_size()})"
+        )
+    if max_length > config.max_position_embeddings:
+        raise TrainingConfigError(
+            f"examples are up to {max_length} tokens but the model has max_position_embeddings="
+            f"{config.max_position_embeddings}; raise it in pretrain_model.model.overrides or "
+            "shorten pretrain_data's max_seq_length"
+        )
+    return config
+
+
+def resolve_resume(cfg: TrainingConfig) -> str | None:
+    """`resume`: false: fresh run; true: checkpoint_dir/last.ckpt if present; a path: that file."""
+    if cfg.resume is False or cfg.resume is None:
+        return None
+    if cfg.resume is True:
+        last = Path(cfg.checkpoint_dir) / LAST_CHECKPOINT
+        if last.exists():
+            logger.info("resuming from %s", last)
+            return str(last)
+        logger.warning("resume=true but %s does not exist: starting a fresh run", last)
+        return None
+    path = Path(str(cfg.resume))
+    if not path.is_file():
+        raise TrainingConfigError(
+            f"parameter pretrain_model.resume={cfg.resume!r}: no such checkpoint file"
+        )
+    return str(path)
+
+
+def parameters_digest(model: torch.nn.Module) -> str:
+    """sha256 over every parameter's bytes, to check that data-parallel replicas agree."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _strategy(cfg: TrainingConfig) -> Any:
+    if cfg.strategy == "ddp" and cfg.accelerator == "cpu":
+        return DDPStrategy(process_group_backend="gloo")
+    return cfg.strategy
+
+
+def run_training(
+    examples: pd.DataFrame | pa.Table,
+    tokenizer: Tokenizer,
+    cfg: TrainingConfig,
+    *,
+    mlflow_run_id: str | None = None,
+    mlflow_tracking_uri: str | None = None,
+    log_hparams: bool = False,
+    extra_callbacks: list[pl.Callback] | None = None,
+) -> TrainingResult:
+    """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
+    pl.seed_everything(cfg.seed, workers=True)
+    table = ExampleTable(examples)
+    ids = special_token_ids(tokenizer)
+    model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))
+    datamodule = PretrainingDataModule(
+        table,
+        pad_token_id=ids[PAD],
+        mask_token_id=ids[MASK],
+        vocab_size=tokenizer.get_vocab_size(),
+        special_token_ids=[ids[t] for t in (PAD, UNK, CLS, SEP, MASK)],
+        batch_size=cfg.batch_size,
+        val_split=cfg.val_split,
+        seed=cfg.seed,
+        masking=cfg.masking,
+        masked_lm_prob=cfg.masked_lm_prob,
+        max_predictions_per_seq=cfg.max_predictions_per_seq,
+        pad_to_multiple_of=cfg.pad_to_multiple_of,
+        num_workers=cfg.num_workers,
+    )
+    module = BertPretrainingModule(
+        model_config.to_dict(),
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        adam_betas=cfg.adam_betas,
+        adam_eps=cfg.adam_eps,
+        warmup_steps=cfg.warmup_steps,
+        max_steps=cfg.max_steps,
+    )
+
+    history = HistoryLogger()
+    loggers: list[Any] = [history]
+    if mlflow_run_id:
+        loggers.append(
+            PipelineMLFlowLogger(
+                run_id=mlflow_run_id, tracking_uri=mlflow_tracking_uri, log_hparams=log_hparams
+            )
+        )
+    throughput = TokenThroughput(cfg.log_every_n_steps)
+    callbacks: list[pl.Callback] = [
+        ModelCheckpoint(
+            dirpath=cfg.checkpoint_dir,
+            filename="step-{step}",
+            every_n_train_steps=cfg.checkpoint_every_n_steps,
+            save_top_k=1,
+            save_last="link",
+            auto_insert_metric_name=False,
+        ),
+        throughput,
+        LearningRateMonitor(logging_interval="step"),
+    ]
+    callbacks.extend(extra_callbacks or [])
+    if cfg.progress_bar:
+        callbacks.append(TQDMProgressBar(refresh_rate=max(1, cfg.log_every_n_steps // 2)))
+
+    trainer = pl.Trainer(
+        accelerator=cfg.accelerator,
+        devices=cfg.devices,
+        num_nodes=cfg.num_nodes,
+        strategy=_strategy(cfg),
+        precision=cfg.precision,
+        max_steps=cfg.max_steps,
+        max_epochs=-1,
+        accumulate_grad_batches=cfg.accumulate_grad_batches,
+        gradient_clip_val=cfg.gradient_clip_val or None,
+        gradient_clip_algorithm="norm",
+        val_check_interval=cfg.val_every_n_steps * cfg.accumulate_grad_batches,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=cfg.log_every_n_steps,
+        logger=loggers,
+        callbacks=callbacks,
+        enable_progress_bar=cfg.progress_bar,
+        enable_model_summary=False,
+        deterministic=cfg.deterministic,
+        use_distributed_sampler=False,  # the batch sampler shards by rank itself (and resumes)
+        default_root_dir=cfg.checkpoint_dir,
+    )
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_resume(cfg))
+    final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+
+    metrics: dict[str, Any] = {k: float(v) for k, v in final.items() if k.startswith("val/")}
+    metrics["global_step"] = int(trainer.global_step)
+    metrics["world_size"] = int(trainer.world_size)
+    metrics["dynamic_masking"] = bool(datamodule.dynamic_masking)
+    metrics["num_train_examples"] = int(len(datamodule.train_indices))
+    metrics["num_val_examples"] = int(len(datamodule.val_indices))
+    if throughput.total_seconds:
+        metrics["train/mean_tokens_per_sec"] = throughput.mean_tokens_per_sec
+    if isinstance(trainer.strategy, DDPStrategy):  # replicas must be identical after training
+        digests: list[Any] = [None] * trainer.world_size
+        local = parameters_digest(module.model)
+        if trainer.world_size > 1:
+            torch.distributed.all_gather_object(digests, local)
+        else:
+            digests = [local]
+        metrics["rank_parameter_digests"] = digests
+
+    # Full (unsharded) weights; a collective for FSDP, so every rank takes part.
+    state = trainer.strategy.lightning_module_state_dict()
+    if not trainer.is_global_zero:
+        return TrainingResult(None, None, metrics, is_global_zero=False)
+    model = BertForPreTraining(model_config)
+    prefix = "model."
+    model.load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
+    model.eval()
+    for logger_ in loggers:
+        if isinstance(logger_, PipelineMLFlowLogger) and "train/mean_tokens_per_sec" in metrics:
+            logger_.log_metrics(
+                {"train/mean_tokens_per_sec": metrics["train/mean_tokens_per_sec"]},
+                step=trainer.global_step,
+            )
+    return TrainingResult(model, history.to_frame(), metrics, is_global_zero=True)

@@ -1,0 +1,141 @@
+"""Corpus ingestion (every source kind) and sentence splitting, with their errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bert_pipeline.data.corpus import CorpusError, ingest_documents, split_documents
+from bert_pipeline.schemas.pretraining import DocumentsSchema, SentencesSchema
+
+
+def test_prose_folder_one_document_per_file(prose_folder: Path):
+    docs = ingest_documents({"kind": "prose_folder", "path": str(prose_folder)})
+    DocumentsSchema.validate(docs)
+    assert len(docs) == 8 and docs["doc_id"].iloc[0] == "00_river"
+    sentences = split_documents(docs)
+    SentencesSchema.validate(sentences)
+    first = sentences[sentences["doc_id"] == "00_river"]["text"].tolist()
+    # hard-wrapped lines are joined; "Mr." and "0.5" do not end sentences
+    assert first[0] == "The river changed slowly during season number 0."
+    assert first[1] == "Mr. Brown measured it with a rod of 0.5 metres, and wrote the result down."
+    assert len(first) == 4 * 6
+    assert sentences["sentence_index"].tolist()[:3] == [0, 1, 2]
+
+
+def test_paragraphs_are_never_joined(tmp_path: Path):
+    (tmp_path / "a.txt").write_text(
+        "A heading\n\nThe first line\ncontinues here.\n", encoding="utf-8"
+    )
+    (tmp_path / "b.txt").write_text("Other.\n", encoding="utf-8")
+    sentences = split_documents(ingest_documents({"kind": "prose_folder", "path": str(tmp_path)}))
+    assert sentences["text"].tolist() == ["A heading", "The first line continues here.", "Other."]
+
+
+def test_document_delimiter_wikitext_style(tmp_path: Path):
+    text = (
+        " \n = First Title = \n \n Alpha one . Alpha two .\n"
+        " \n = = Section = = \n \n Alpha three .\n"
+        " \n = Second Title = \n \n Beta one .\n"
+    )
+    (tmp_path / "wiki.raw").write_text(text, encoding="utf-8")
+    docs = ingest_documents(
+        {
+            "kind": "prose_folder",
+            "path": str(tmp_path / "wiki.raw"),
+            "document_delimiter": r"^ = [^=].* = $",
+            "skip_line_regex": r"^ (= )+.*( =)+ $",
+        }
+    )
+    assert docs["doc_id"].tolist() == ["wiki:0", "wiki:1"]
+    sentences = split_documents(docs)
+    assert sentences[sentences["doc_id"] == "wiki:0"]["text"].tolist() == [
+        "Alpha one .",
+        "Alpha two .",
+        "Alpha three .",
+    ]
+
+
+def test_google_format(tmp_path: Path):
+    (tmp_path / "g.txt").write_text("S one. Still one\nS two.\n\n\nD2 s1.\n", encoding="utf-8")
+    docs = ingest_documents({"kind": "google_text", "path": str(tmp_path)})
+    sentences = split_documents(docs)
+    assert sentences.groupby("doc_id")["text"].apply(list).to_dict() == {
+        "g:0": ["S one. Still one", "S two."],
+        "g:1": ["D2 s1."],
+    }
+
+
+def test_jsonl_and_parquet_tables(tmp_path: Path):
+    rows = [{"id": "x", "body": "One. Two."}, {"id": "y", "body": "Three."}]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    docs = ingest_documents(
+        {
+            "kind": "table",
+            "path": str(tmp_path / "a.jsonl"),
+            "text_column": "body",
+            "id_column": "id",
+        }
+    )
+    assert docs["doc_id"].tolist() == ["x", "y"]
+    pd.DataFrame(rows).to_parquet(tmp_path / "b.parquet")
+    docs = ingest_documents(
+        {"kind": "table", "path": str(tmp_path / "b.parquet"), "text_column": "body"}
+    )
+    assert docs["doc_id"].tolist() == ["b:0", "b:1"]
+    with pytest.raises(CorpusError, match=r"a.jsonl row 0: no column 'text'"):
+        ingest_documents({"kind": "table", "path": str(tmp_path / "a.jsonl")})
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hf_dataset_from_local_parquet(tmp_path: Path, streaming: bool):
+    pd.DataFrame({"text": ["First doc. Yes.", "Second doc."]}).to_parquet(tmp_path / "d.parquet")
+    source = {
+        "kind": "hf_dataset",
+        "hf": {
+            "name": "parquet",
+            "data_files": str(tmp_path / "d.parquet"),
+            "split": "train",
+            "streaming": streaming,
+        },
+    }
+    docs = ingest_documents(source)
+    assert docs["doc_id"].tolist() == ["parquet/train:0", "parquet/train:1"]
+    assert docs["text"].iloc[1] == "Second doc."
+
+
+def test_non_utf8_file_is_named_unless_replacement_allowed(tmp_path: Path):
+    (tmp_path / "good.txt").write_text("Fine text.\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes("Caf\xe9 latin-1.\n".encode("latin-1"))
+    source = {"kind": "prose_folder", "path": str(tmp_path)}
+    with pytest.raises(CorpusError, match=r"bad.txt: not valid UTF-8 .*encoding_errors: replace"):
+        ingest_documents(source)
+    docs = ingest_documents({**source, "encoding_errors": "replace"})
+    assert docs.set_index("doc_id").loc["bad", "text"].startswith("Caf\ufffd")
+
+
+def test_missing_empty_and_blank_sources(tmp_path: Path):
+    with pytest.raises(CorpusError, match=r"nowhere does not exist .*source.path"):
+        ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "nowhere")})
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match=r"empty holds no files matching '\*.txt'"):
+        ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "empty")})
+    (tmp_path / "blank").mkdir()
+    (tmp_path / "blank" / "a.txt").write_text(" \n\n\t\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="yielded no non-empty documents"):
+        ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "blank")})
+    with pytest.raises(CorpusError, match="source.kind='folder'"):
+        ingest_documents({"kind": "folder", "path": str(tmp_path)})
+    with pytest.raises(CorpusError, match="document_delimiter"):
+        ingest_documents(
+            {"kind": "prose_folder", "path": str(tmp_path / "blank"), "document_delimiter": "("}
+        )
+
+
+def test_zero_sentences_after_cleaning():
+    docs = pd.DataFrame({"doc_id": ["a"], "source": ["x"], "text": ["\u200b"], "layout": ["prose"]})
+    with pytest.raises(CorpusError, match="no sentences left after cleaning"):
+        split_documents(docs)

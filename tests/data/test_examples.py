@@ -1,0 +1,249 @@
+"""Example creation: google's algorithm on a real corpus, determinism and bad inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+import pytest
+
+from bert_pipeline.data.corpus import ingest_documents, split_documents
+from bert_pipeline.data.examples import (
+    ExampleConfig,
+    build_corpus,
+    create_examples,
+    tokenize_sentences,
+    vocab_from_tokenizer,
+)
+from bert_pipeline.data.stats import example_statistics
+from bert_pipeline.data.tokenizer import train_tokenizer
+from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
+
+WIKITEXT_SOURCE = {
+    "kind": "prose_folder",
+    "glob": "wiki.valid.raw",
+    "document_delimiter": r"^ = [^=].* = $",
+    "skip_line_regex": r"^ (= )+.*( =)+ $",
+}
+
+
+@pytest.fixture(scope="module")
+def wikitext(shared_data):
+    """WikiText-2 valid as (sentences, tokenizer, corpus, vocab)."""
+    source = {**WIKITEXT_SOURCE, "path": str(shared_data / "corpora" / "wikitext-2-raw")}
+    sentences = split_documents(ingest_documents(source))
+    tok = train_tokenizer(sentences["text"].tolist(), vocab_size=8000)
+    corpus = build_corpus(
+        sentences["doc_id"].tolist(),
+        sentences["sentence_index"].to_numpy(),
+        tokenize_sentences(tok, sentences["text"].tolist()),
+    )
+    return sentences, tok, corpus, vocab_from_tokenizer(tok)
+
+
+def _flat_tokens(corpus, doc_id: str, s0: int, s1: int) -> np.ndarray:
+    d = corpus.doc_ids.index(doc_id)
+    lo, hi = corpus.doc_start[d], corpus.doc_start[d + 1]
+    idx = np.flatnonzero(corpus.sent_index[lo:hi] >= s0) + lo
+    idx = idx[corpus.sent_index[idx] < s1]
+    return corpus.tokens[corpus.sent_start[idx[0]] : corpus.sent_start[idx[-1] + 1]]
+
+
+def _is_subrange(part: np.ndarray, whole: np.ndarray, known: np.ndarray) -> bool:
+    """`part` (with unknown = masked entries) equals some contiguous window of `whole`."""
+    n = len(part)
+    for start in range(len(whole) - n + 1):
+        window = whole[start : start + n]
+        if np.array_equal(window[known], part[known]):
+            return True
+    return False
+
+
+def test_google_algorithm_statistics_on_wikitext(wikitext):
+    _, _, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=5, seed=1)
+    table = create_examples(corpus, cfg, vocab, progress=False)
+    stats = example_statistics(table, cfg, vocab)
+    assert stats["n_examples"] >= 10_000
+    assert stats["cap_bound_rate"] == 0.0  # round(128 * 0.15) = 19 < 20: the cap never binds
+    # google picks round(len * 0.15) tokens with len counting [CLS]/[SEP]: 15.36% of maskable
+    assert stats["selected_rate_uncapped"] == pytest.approx(0.15, abs=0.005)
+    assert stats["mask_token_rate"] == pytest.approx(0.8, abs=0.015)
+    assert stats["kept_rate"] == pytest.approx(0.1, abs=0.015)
+    assert stats["random_token_rate"] == pytest.approx(0.1, abs=0.015)
+    # google draws target_seq_length once per document; a short target makes single-sentence
+    # chunks, which can only take a random next, so IsNext falls below 50% (checked at 0.0 below)
+    assert 0.40 <= stats["is_next_rate"] <= 0.55
+    ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)
+
+    df = table.select(
+        ["next_sentence_label", "a_doc_id", "b_doc_id", "a_sent_end", "b_sent_start"]
+    ).to_pandas()
+    is_next = df["next_sentence_label"] == 0
+    assert (df["a_doc_id"][is_next] == df["b_doc_id"][is_next]).all()
+    assert (df["b_sent_start"][is_next] == df["a_sent_end"][is_next]).all()
+    assert (df["a_doc_id"][~is_next] != df["b_doc_id"][~is_next]).all()
+
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy()
+    assert lengths.max() <= cfg.max_seq_length
+    ids = table.column("input_ids").combine_chunks()
+    flat = pc.list_flatten(ids).to_numpy()
+    offsets = ids.offsets.to_numpy()[:-1]
+    pos_col = table.column("masked_lm_positions").combine_chunks()
+    rows = pc.list_parent_indices(pos_col).to_numpy()
+    pos = pc.list_flatten(pos_col).to_numpy()
+    originals = pc.list_flatten(table.column("masked_lm_ids").combine_chunks()).to_numpy()
+    assert not np.isin(originals, [vocab.cls_id, vocab.sep_id, vocab.pad_id]).any()
+    assert (flat[offsets] == vocab.cls_id).all()
+    assert (flat[offsets + lengths - 1] == vocab.sep_id).all()
+    assert not np.isin(pos, [0]).any() and (pos < lengths[rows] - 1).all()
+
+    # the tokens really come from the named sentences (A and B, masked positions excepted)
+    for row in table.slice(0, 150).to_pylist():
+        x = np.asarray(row["input_ids"])
+        known = np.ones(len(x), dtype=bool)
+        known[row["masked_lm_positions"]] = False
+        sep = int(np.flatnonzero(np.asarray(row["token_type_ids"]) == 0)[-1])
+        a_src = _flat_tokens(corpus, row["a_doc_id"], row["a_sent_start"], row["a_sent_end"])
+        b_src = _flat_tokens(corpus, row["b_doc_id"], row["b_sent_start"], row["b_sent_end"])
+        assert _is_subrange(x[1:sep], a_src, known[1:sep])
+        assert _is_subrange(x[sep + 1 : -1], b_src, known[sep + 1 : -1])
+
+
+def test_short_seq_prob_and_is_next_rate(wikitext):
+    _, _, corpus, vocab = wikitext
+    short, is_next = {}, {}
+    for p in (0.0, 0.1):
+        cfg = ExampleConfig(max_seq_length=128, dupe_factor=5, short_seq_prob=p, seed=3)
+        table = create_examples(corpus, cfg, vocab, progress=False)
+        assert table.num_rows >= 10_000
+        stats = example_statistics(table, cfg, vocab)
+        counts = np.asarray(stats["length_histogram"]["counts"])
+        short[p] = counts[:8].sum() / counts.sum()  # shorter than 64 tokens
+        is_next[p] = stats["is_next_rate"]
+    assert short[0.1] > 0.01 and short[0.1] > 5 * short[0.0]
+    # with full-length targets only a document's last lone sentence forces a random next
+    assert 0.45 <= is_next[0.0] <= 0.55
+    assert is_next[0.1] < is_next[0.0]
+
+
+def test_same_seed_same_examples_for_any_num_proc(wikitext):
+    _, _, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=2, whole_word_mask=True, seed=7)
+    one = create_examples(corpus, cfg, vocab, num_proc=1, progress=False)
+    two = create_examples(corpus, cfg, vocab, num_proc=2, progress=False)
+    assert one.equals(two)
+    other = create_examples(
+        corpus,
+        ExampleConfig(max_seq_length=64, dupe_factor=2, whole_word_mask=True, seed=8),
+        vocab,
+        progress=False,
+    )
+    assert not one.equals(other)
+
+
+def test_whole_word_masking_masks_complete_words(wikitext):
+    _, tok, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=128, dupe_factor=1, whole_word_mask=True, seed=5)
+    table = create_examples(corpus, cfg, vocab, progress=False)
+    stats = example_statistics(table, cfg, vocab)
+    assert stats["selected_rate"] <= 0.155
+    split_words = masked_pieces = 0
+    for row in table.slice(0, 300).to_pylist():
+        original = np.asarray(row["input_ids"]).copy()
+        original[row["masked_lm_positions"]] = row["masked_lm_ids"]
+        masked = np.zeros(len(original), dtype=bool)
+        masked[row["masked_lm_positions"]] = True
+        cont = vocab.continuation[original]
+        special = np.isin(original, [vocab.cls_id, vocab.sep_id])
+        # a continuation piece is masked exactly when the piece before it is (inside a segment)
+        inner = cont[1:] & ~special[:-1]
+        split_words += int((masked[1:][inner] != masked[:-1][inner]).sum())
+        masked_pieces += int((masked[1:] & inner).sum())
+    assert split_words == 0 and masked_pieces > 0
+
+
+def _corpus(docs: dict[str, list[list[int]]]):
+    doc_ids, idx, toks = [], [], []
+    for d, sents in docs.items():
+        for k, s in enumerate(sents):
+            doc_ids.append(d)
+            idx.append(k)
+            toks.append(s)
+    return build_corpus(doc_ids, np.asarray(idx), toks)
+
+
+@pytest.fixture
+def toy_vocab():
+    tok = train_tokenizer(["alpha beta gamma delta epsilon zeta eta theta"] * 5, vocab_size=60)
+    return vocab_from_tokenizer(tok)
+
+
+def test_one_sentence_document_only_has_random_next(toy_vocab):
+    words = list(range(10, 30))
+    corpus = _corpus({"single": [words[:6]], "other": [words[:4], words[4:8], words[8:12]]})
+    cfg = ExampleConfig(max_seq_length=32, dupe_factor=4, seed=0)
+    df = create_examples(corpus, cfg, toy_vocab, progress=False).to_pandas()
+    single = df[df["a_doc_id"] == "single"]
+    assert len(single) == 4 and (single["next_sentence_label"] == 1).all()
+    assert (single["b_doc_id"] == "other").all()
+
+
+def test_sentence_longer_than_sequence_is_truncated(toy_vocab):
+    long = list(range(10, 50)) * 10  # 400 tokens in one sentence
+    corpus = _corpus({"long": [long], "short": [[11, 12], [13, 14], [15, 16]]})
+    cfg = ExampleConfig(max_seq_length=32, dupe_factor=3, seed=0)
+    table = create_examples(corpus, cfg, toy_vocab, progress=False)
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy()
+    assert lengths.max() <= 32
+    df = table.to_pandas()
+    assert (df[df["a_doc_id"] == "long"]["input_ids"].map(len) == 32).all()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_seq_length": 4}, "max_seq_length=4 is too small"),
+        ({"masked_lm_prob": 0.0}, "masked_lm_prob"),
+        ({"dupe_factor": 0}, "dupe_factor"),
+        ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
+    ],
+)
+def test_bad_parameters(kwargs, message, toy_vocab):
+    corpus = _corpus({"a": [[10, 11], [12]], "b": [[13, 14]]})
+    with pytest.raises(ValueError, match=message):
+        create_examples(corpus, ExampleConfig(**kwargs), toy_vocab, progress=False)
+
+
+def test_too_few_documents(toy_vocab):
+    with pytest.raises(ValueError, match="only one document"):
+        create_examples(
+            _corpus({"a": [[10, 11], [12]]}), ExampleConfig(), toy_vocab, progress=False
+        )
+    with pytest.raises(ValueError, match="no documents with tokens"):
+        create_examples(_corpus({"a": [[]]}), ExampleConfig(), toy_vocab, progress=False)
+
+
+def test_schema_rejects_mask_on_sep(wikitext):
+    _, _, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, seed=2)
+    df = create_examples(corpus, cfg, vocab, progress=False).slice(0, 20).to_pandas()
+    bad = df.copy()
+    last = len(bad.at[3, "input_ids"]) - 1
+    bad.at[3, "masked_lm_positions"] = np.asarray([last], dtype=np.int32)
+    bad.at[3, "masked_lm_ids"] = np.asarray([vocab.sep_id], dtype=np.int32)
+    ExamplesFrameSchema.validate(df)
+    with pytest.raises(Exception, match="masked positions"):
+        ExamplesFrameSchema.validate(bad, lazy=True)
+    assert isinstance(df, pd.DataFrame)
+
+
+def test_dynamic_masking_leaves_tokens_unmasked(wikitext):
+    _, _, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, dynamic_masking=True, seed=2)
+    table = create_examples(corpus, cfg, vocab, progress=False)
+    assert pc.sum(pc.list_value_length(table.column("masked_lm_positions"))).as_py() == 0
+    flat = pc.list_flatten(table.column("input_ids")).to_numpy()
+    assert not (flat == vocab.mask_id).any()
+    stats = example_statistics(table, cfg, vocab)
+    assert stats["masking"] == "dynamic" and "selected_rate" not in stats

@@ -1,0 +1,66 @@
+"""The training loop on a tiny model: grid selection, determinism, outputs, MNLI init wiring."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+from bert_pipeline.glue.loading import load_glue_tsv_task
+from bert_pipeline.glue.module import linear_warmup_decay
+from bert_pipeline.glue.tasks import get_task
+from bert_pipeline.model import BertForSequenceClassification
+from bert_pipeline.model.checkpoint import model_from_checkpoint
+from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
+from bert_pipeline.schemas.glue import predictions_schema
+from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = write_glue_tsv(tmp_path_factory.mktemp("glue"), tasks=["mnli"])
+    return load_glue_tsv_task(root, "mnli")
+
+
+def _run(data, checkpoint, config):
+    task = get_task("mnli")
+    dev = pd.concat([data["dev_matched"], data["dev_mismatched"]], ignore_index=True)
+    test = pd.concat([data["test_matched"], data["test_mismatched"]], ignore_index=True)
+    return finetune_task(task, data["train"], dev, test, checkpoint, config, progress_bar=False)
+
+
+def test_grid_picks_the_best_trial_and_is_deterministic(data):
+    checkpoint = tiny_checkpoint()
+    config = FinetuneConfig(
+        learning_rates=[1e-3, 1e-4], seeds=[1], batch_size=8, epochs=2, max_seq_length=32
+    )
+    result = _run(data, checkpoint, config)
+    assert [t["learning_rate"] for t in result.trials] == [1e-3, 1e-4]
+    assert all(len(t["history"]) == 2 for t in result.trials)
+    best = max(result.trials, key=lambda t: t["best_score"])
+    assert result.best["learning_rate"] == best["learning_rate"]
+    assert set(result.dev_metrics) == {"dev_matched", "dev_mismatched"}
+    predictions_schema(get_task("mnli")).validate(result.dev_predictions)
+    predictions_schema(get_task("mnli")).validate(result.test_predictions)
+    assert len(result.test_predictions) == 10
+    again = _run(data, checkpoint, config)
+    pd.testing.assert_frame_equal(result.dev_predictions, again.dev_predictions)
+    assert result.dev_metrics == again.dev_metrics
+    model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
+    assert model.num_labels == 3
+    assert result.checkpoint["config"]["id2label"]["2"] == "contradiction"
+    assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
+
+
+def test_linear_warmup_then_decay():
+    f = linear_warmup_decay(warmup_steps=2, total_steps=10)
+    assert [f(s) for s in (0, 1, 2, 6, 10)] == pytest.approx([0, 0.5, 1, 0.5, 0])
+
+
+def test_mnli_init_wiring():
+    pipe = create_pipeline(tasks=["mnli", "rte", "stsb"], init_from_mnli=["rte"])
+    inputs = {n.name: set(n.inputs) for n in pipe.nodes}
+    assert "mnli.glue_model" in inputs["rte.finetune_task"]
+    assert "glue_pretrained_model" in inputs["stsb.finetune_task"]
+    assert "glue_pretrained_model" in inputs["mnli.finetune_task"]
+    assert {n.namespace for n in pipe.nodes} == {"mnli", "rte", "stsb", None}

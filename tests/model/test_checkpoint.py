@@ -1,0 +1,187 @@
+"""Checkpoint folders: round trips, HF naming variants, errors, and the Kedro dataset."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
+from bert_pipeline.model import (
+    BertConfig,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+)
+from bert_pipeline.model.checkpoint import (
+    load_pretrained,
+    model_from_checkpoint,
+    model_to_checkpoint,
+    read_checkpoint,
+    save_pretrained,
+)
+
+CFG = BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=64)
+IDS = torch.tensor([[2, 10, 11, 12, 3, 20, 21, 3], [2, 13, 14, 3, 22, 3, 0, 0]])
+TT = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1, 0, 0]])
+AM = (IDS != 0).long()
+
+
+def outputs(model):
+    model.eval()
+    with torch.no_grad():
+        if isinstance(model, BertForPreTraining):
+            out = model(IDS, TT, AM)
+            return out.prediction_logits, out.seq_relationship_logits
+        if isinstance(model, BertForSequenceClassification):
+            return model(IDS, TT, AM)[1:]
+        return model(IDS, TT, AM)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: BertForPreTraining(CFG),
+        lambda: BertModel(CFG),
+        lambda: BertForSequenceClassification(CFG, num_labels=3),
+    ],
+    ids=["pretraining", "bert", "classification"],
+)
+def test_save_load_round_trip(tmp_path, make):
+    torch.manual_seed(0)
+    model = make()
+    save_pretrained(model, tmp_path / "ckpt")
+    loaded, info = load_pretrained(tmp_path / "ckpt", type(model), output_loading_info=True)
+    assert info.missing_keys == [] and info.unexpected_keys == []
+    for a, b in zip(outputs(model), outputs(loaded), strict=True):
+        assert torch.equal(a, b)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+    ]
+
+
+def test_tied_decoder_not_written_and_retied(tmp_path):
+    save_pretrained(BertForPreTraining(CFG), tmp_path / "ckpt")
+    keys = set(load_file(tmp_path / "ckpt" / "model.safetensors"))
+    assert "cls.predictions.decoder.weight" not in keys and "cls.predictions.bias" in keys
+    model = load_pretrained(tmp_path / "ckpt")
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight
+
+
+def test_tokenizer_files_and_overwrite(tmp_path):
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "vocab.txt").write_text("[PAD]\n[UNK]\n")
+    (tok / "unrelated.txt").write_text("x")
+    save_pretrained(BertModel(CFG), tmp_path / "ckpt", tokenizer_dir_or_files=tok)
+    assert read_checkpoint(tmp_path / "ckpt")["tokenizer_files"] == {"vocab.txt": b"[PAD]\n[UNK]\n"}
+    save_pretrained(BertModel(CFG), tmp_path / "ckpt")  # replaces the whole folder
+    assert not (tmp_path / "ckpt" / "vocab.txt").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_bert_only_checkpoint_into_pretraining_reports_fresh_heads(tmp_path, caplog):
+    torch.manual_seed(0)
+    encoder = BertModel(CFG)
+    save_pretrained(encoder, tmp_path / "ckpt")  # keys without the "bert." prefix
+    with caplog.at_level(logging.WARNING):
+        model, info = load_pretrained(tmp_path / "ckpt", output_loading_info=True)
+    assert sorted(info.missing_keys) == sorted(
+        [
+            "cls.predictions.bias",
+            "cls.predictions.transform.dense.weight",
+            "cls.predictions.transform.dense.bias",
+            "cls.predictions.transform.LayerNorm.weight",
+            "cls.predictions.transform.LayerNorm.bias",
+            "cls.seq_relationship.weight",
+            "cls.seq_relationship.bias",
+        ]
+    )
+    assert "freshly initialised" in caplog.text
+    with torch.no_grad():
+        torch.testing.assert_close(model.bert(IDS, TT, AM)[0], encoder.eval()(IDS, TT, AM)[0])
+
+
+def test_pretraining_checkpoint_into_bert_model_reports_unused_heads(tmp_path):
+    save_pretrained(BertForPreTraining(CFG), tmp_path / "ckpt")
+    model, info = load_pretrained(tmp_path / "ckpt", BertModel, output_loading_info=True)
+    assert info.missing_keys == []
+    assert "cls.seq_relationship.weight" in info.unexpected_keys
+
+
+def test_tf_names_and_pytorch_bin(tmp_path):
+    torch.manual_seed(0)
+    model = BertForPreTraining(CFG)
+    save_pretrained(model, tmp_path / "ckpt")
+    state = load_file(tmp_path / "ckpt" / "model.safetensors")
+    renamed = {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+            "LayerNorm.bias", "LayerNorm.beta"
+        ): v
+        for k, v in state.items()
+    }
+    renamed["bert.embeddings.position_ids"] = torch.arange(64)[None]
+    renamed["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"]
+    (tmp_path / "ckpt" / "model.safetensors").unlink()
+    torch.save(renamed, tmp_path / "ckpt" / "pytorch_model.bin")
+    loaded, info = load_pretrained(tmp_path / "ckpt", output_loading_info=True)
+    assert info.missing_keys == [] and info.unexpected_keys == []
+    assert "bert.embeddings.LayerNorm.gamma" in info.renamed_keys
+    for a, b in zip(outputs(model), outputs(loaded), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_shape_mismatch_names_key_and_shapes(tmp_path):
+    save_pretrained(BertModel(CFG), tmp_path / "ckpt")
+    state = load_file(tmp_path / "ckpt" / "model.safetensors")
+    state["pooler.dense.bias"] = torch.zeros(5)
+    save_file(state, tmp_path / "ckpt" / "model.safetensors")
+    with pytest.raises(ValueError, match=r"pooler\.dense\.bias.*\(5,\).*\(128,\)"):
+        load_pretrained(tmp_path / "ckpt", BertModel)
+
+
+def test_missing_files_are_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        load_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match="model.safetensors"):
+        load_pretrained(tmp_path)
+
+
+def test_config_overrides_and_num_labels_from_config(tmp_path):
+    save_pretrained(BertForSequenceClassification(CFG, num_labels=3), tmp_path / "ckpt")
+    model = load_pretrained(
+        tmp_path / "ckpt", BertForSequenceClassification, hidden_dropout_prob=0.0
+    )
+    assert model.num_labels == 3 and model.config.hidden_dropout_prob == 0.0
+    with pytest.raises(ValueError, match=r"classifier\.\w+.*\(3,.*\(5,"):
+        load_pretrained(tmp_path / "ckpt", BertForSequenceClassification, num_labels=5)
+
+
+def test_checkpoint_dataset_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(CFG, num_labels=2)
+    value = model_to_checkpoint(model, {"vocab.txt": b"[PAD]\n"})
+    value = pickle.loads(pickle.dumps(value))  # plain, picklable value
+    dataset = CheckpointDataset(path=str(tmp_path / "models" / "ckpt"))
+    assert not dataset.exists()
+    dataset.save(value)
+    assert dataset.exists()
+    loaded = dataset.load()
+    assert loaded["tokenizer_files"] == {"vocab.txt": b"[PAD]\n"}
+    assert loaded["config"]["architectures"] == ["BertForSequenceClassification"]
+    rebuilt = model_from_checkpoint(loaded, BertForSequenceClassification)
+    for a, b in zip(outputs(model), outputs(rebuilt), strict=True):
+        assert torch.equal(a, b)
+    assert "ckpt" in str(dataset)
+
+
+def test_checkpoint_dataset_rejects_other_values(tmp_path):
+    from kedro.io.core import DatasetError
+
+    with pytest.raises(DatasetError, match="state_dict"):
+        CheckpointDataset(path=str(tmp_path / "ckpt")).save({"config": {}})

@@ -1,0 +1,152 @@
+"""Behaviour of the plain-torch BERT: shapes, masking, heads, and that it can learn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bert_pipeline.model import (
+    BertConfig,
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertModel,
+)
+
+TINY = dict(vocab_size=97, max_position_embeddings=64)
+
+
+def tiny_config(**overrides) -> BertConfig:
+    return BertConfig.from_preset("tiny", **{**TINY, **overrides})
+
+
+def random_batch(batch_size=3, seq_len=16, vocab_size=97, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(5, vocab_size, (batch_size, seq_len), generator=gen)
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, seq_len // 2 :] = 1
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, seq_len - 5 :] = 0  # one padded row
+    input_ids[attention_mask == 0] = 0
+    return input_ids, token_type_ids, attention_mask
+
+
+def test_presets_and_overrides():
+    cfg = BertConfig.from_preset("small", hidden_dropout_prob=0.0)
+    assert (cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads) == (4, 512, 8)
+    assert cfg.intermediate_size == 2048 and cfg.hidden_dropout_prob == 0.0
+    assert BertConfig.from_preset("large").intermediate_size == 4096
+    assert BertConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown BERT preset"):
+        BertConfig.from_preset("huge")
+    with pytest.raises(ValueError, match="multiple of"):
+        BertConfig(hidden_size=100, num_attention_heads=3)
+
+
+def test_shapes():
+    cfg = tiny_config()
+    ids, tt, am = random_batch()
+    seq, pooled = BertModel(cfg)(ids, tt, am)
+    assert seq.shape == (3, 16, 128) and pooled.shape == (3, 128)
+
+    positions = torch.tensor([[1, 2, 0], [3, 0, 0], [4, 5, 6]])
+    labels = torch.tensor([[7, 8, -100], [9, -100, -100], [10, 11, 12]])
+    out = BertForPreTraining(cfg)(ids, tt, am, positions, labels, torch.tensor([0, 1, 0]))
+    assert out.prediction_logits.shape == (6, 97)  # only the 6 real masked slots
+    assert out.seq_relationship_logits.shape == (3, 2)
+    assert torch.allclose(out.loss, out.mlm_loss + out.nsp_loss)
+    assert BertForPreTraining(cfg)(ids, tt, am, positions).prediction_logits.shape == (3, 3, 97)
+
+    loss, logits = BertForSequenceClassification(cfg, num_labels=3)(
+        ids, tt, am, torch.tensor([0, 2, 1])
+    )
+    assert logits.shape == (3, 3) and loss.ndim == 0
+    loss, logits = BertForSequenceClassification(cfg, num_labels=1)(ids, tt, am, torch.rand(3))
+    assert logits.shape == (3, 1) and loss.ndim == 0
+
+
+def test_init_and_tying():
+    model = BertForPreTraining(tiny_config())
+    emb = model.bert.embeddings.word_embeddings.weight
+    assert model.cls.predictions.decoder.weight is emb
+    assert model.cls.predictions.decoder.bias is model.cls.predictions.bias
+    assert torch.all(emb[0] == 0)  # [PAD] row
+    assert abs(emb[1:].std().item() - 0.02) < 0.002
+    assert torch.all(model.bert.encoder.layer[0].output.dense.bias == 0)
+    assert torch.all(model.bert.embeddings.LayerNorm.weight == 1)
+    assert not any("position_ids" in k for k in model.state_dict())
+
+
+def test_padding_invariance():
+    torch.manual_seed(0)
+    model = BertModel(tiny_config()).eval()
+    ids, tt, am = random_batch()
+    extra = 7
+    ids_p = torch.cat([ids, torch.zeros(3, extra, dtype=torch.long)], dim=1)
+    tt_p = torch.cat([tt, torch.zeros(3, extra, dtype=torch.long)], dim=1)
+    am_p = torch.cat([am, torch.zeros(3, extra, dtype=torch.long)], dim=1)
+    with torch.no_grad():
+        seq, pooled = model(ids, tt, am)
+        seq_p, pooled_p = model(ids_p, tt_p, am_p)
+        seq_1, _ = model(ids[1:2, :11], tt[1:2, :11])  # the padded row alone, unpadded
+    real = am.bool()
+    torch.testing.assert_close(seq_p[:, :16][real], seq[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(pooled_p, pooled, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(seq[1, :11], seq_1[0], atol=1e-5, rtol=1e-5)
+
+
+def test_gathered_mlm_head_equals_full_head():
+    torch.manual_seed(0)
+    model = BertForPreTraining(tiny_config()).eval()
+    ids, tt, am = random_batch()
+    positions = torch.tensor([[1, 4, 0], [2, 3, 9], [0, 0, 0]])
+    labels = torch.tensor([[5, 6, -100], [7, 8, 9], [-100, -100, -100]])
+    with torch.no_grad():
+        out = model(ids, tt, am, positions, labels)
+        seq, _ = model.bert(ids, tt, am)
+        full = model.cls.predictions(seq)  # [B, T, V], what HF computes
+    keep = labels != -100
+    rows = torch.arange(3)[:, None].expand_as(positions)[keep]
+    expected = full[rows, positions[keep]]
+    torch.testing.assert_close(out.prediction_logits, expected, atol=1e-5, rtol=1e-5)
+    expected_loss = torch.nn.functional.cross_entropy(expected, labels[keep])
+    torch.testing.assert_close(out.mlm_loss, expected_loss)
+
+
+def test_no_masked_token_gives_zero_mlm_loss_with_graph():
+    model = BertForPreTraining(tiny_config())
+    ids, tt, am = random_batch()
+    labels = torch.full((3, 2), -100)
+    out = model(ids, tt, am, torch.zeros(3, 2, dtype=torch.long), labels)
+    assert out.mlm_loss.item() == 0.0 and out.mlm_loss.requires_grad
+
+
+def test_overfits_a_tiny_batch():
+    torch.manual_seed(0)
+    model = BertForPreTraining(
+        tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    )
+    ids, tt, am = random_batch()
+    positions = torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]])
+    labels = ids.gather(1, positions)
+    ids = ids.scatter(1, positions, 3)
+    nsp = torch.tensor([0, 1, 0])
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
+    losses = []
+    for _ in range(40):
+        loss = model(ids, tt, am, positions, labels, nsp).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.2 * losses[0], losses
+
+
+def test_dropout_only_in_training():
+    model = BertModel(tiny_config(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5))
+    ids, tt, am = random_batch()
+    model.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, tt, am)[0], model(ids, tt, am)[0])
+    model.train()
+    with torch.no_grad():
+        assert not torch.allclose(model(ids, tt, am)[0], model(ids, tt, am)[0])

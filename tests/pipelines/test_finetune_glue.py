@@ -1,0 +1,109 @@
+"""End to end: two GLUE tasks (RTE classification, STS-B regression) on a tiny model, tracked
+in MLflow as one child run per task under the pipeline's run."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import mlflow
+import pandas as pd
+import pytest
+import yaml
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from bert_pipeline.model.checkpoint import write_checkpoint
+from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
+
+FAST = {
+    "data": {"max_train_examples": 12},
+    "defaults": {
+        "learning_rates": [1.0e-3],
+        "epochs": 2,
+        "batch_size": 8,
+        "max_seq_length": 32,
+    },
+}
+
+
+@pytest.fixture
+def glue_project(tmp_path: Path, project_root: Path, monkeypatch: pytest.MonkeyPatch):
+    """A conf copy whose finetune_glue.tasks is [rte, stsb], GLUE fixtures and a tiny model."""
+    conf = tmp_path / "conf"
+    shutil.copytree(project_root / "conf" / "base", conf / "base")
+    (conf / "local").mkdir()
+    params_file = conf / "base" / "parameters_finetune_glue.yml"
+    params = yaml.safe_load(params_file.read_text())
+    params["finetune_glue"]["tasks"] = ["rte", "stsb"]
+    params_file.write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)  # the pipeline reads its task list from ./conf
+    raw = write_glue_tsv(tmp_path / "glue_data", tasks=["rte", "stsb"])
+    model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
+    bootstrap_project(project_root)
+    runtime = {
+        "data_dir": str(tmp_path / "data"),
+        "glue_raw_dir": str(raw),
+        "glue_model_dir": str(model),
+        "finetune_glue": FAST,
+    }
+    return project_root, conf, runtime, tmp_path
+
+
+def _run(glue_project, **kwargs):
+    project_root, conf, runtime, _ = glue_project
+    with KedroSession.create(
+        project_path=project_root, conf_source=str(conf), runtime_params=runtime
+    ) as session:
+        session.run(pipeline_names=["finetune_glue"], **kwargs)
+
+
+def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
+    _run(glue_project)
+    data = glue_project[3] / "data"
+
+    summary = pd.read_csv(data / "08_reporting" / "glue_summary.csv")
+    assert summary["task"].tolist() == ["rte", "stsb", "GLUE average"]
+    scores = summary.set_index("task")["score"]
+    assert scores["GLUE average"] == pytest.approx((scores["rte"] + scores["stsb"]) / 2, abs=0.01)
+    assert summary.set_index("task").loc["stsb", "metrics"] == "pearson/spearman"
+    assert "| GLUE average |" in (data / "08_reporting" / "glue_summary.md").read_text()
+
+    with zipfile.ZipFile(data / "07_model_output" / "glue_submission.zip") as archive:
+        assert sorted(archive.namelist()) == ["RTE.tsv", "STS-B.tsv"]
+        rte = archive.read("RTE.tsv").decode().splitlines()
+    assert rte[0] == "index\tprediction" and len(rte) == 6
+    assert {line.split("\t")[1] for line in rte[1:]} <= {"entailment", "not_entailment"}
+    assert (data / "06_models" / "glue" / "stsb" / "model.safetensors").is_file()
+
+    client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
+    experiment = client.get_experiment_by_name("bert_pipeline")
+    runs = client.search_runs([experiment.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(parents) == 1
+    assert sorted(r.data.tags["glue_task"] for r in children) == ["rte", "stsb"]
+    assert {r.data.tags["mlflow.parentRunId"] for r in children} == {parents[0].info.run_id}
+    stsb = next(r for r in children if r.data.tags["glue_task"] == "stsb")
+    assert stsb.data.params["learning_rates"] == "[0.001]"
+    history = client.get_metric_history(stsb.info.run_id, "lr_0.001_seed_42/dev_pearson")
+    assert [m.step for m in history] == [0, 1]
+    artifacts = {a.path for a in client.list_artifacts(stsb.info.run_id)}
+    assert {"best_checkpoint", "predictions", "dev_metrics.json"} <= artifacts
+    parent = parents[0]
+    assert "glue.average" in parent.data.metrics
+    assert {a.path for a in client.list_artifacts(parent.info.run_id, "glue")} == {
+        "glue/glue_summary.csv",
+        "glue/glue_summary.md",
+        "glue/glue_submission.zip",
+    }
+
+
+def test_malformed_row_stops_the_task_before_any_output(glue_project, mlflow_uri: str):
+    raw = Path(glue_project[2]["glue_raw_dir"])
+    with (raw / "STS-B" / "dev.tsv").open("a") as f:
+        f.write("99\tg\tf\ty\to\ts\ts\tA man.\tA dog.\t5.5\n")
+    with pytest.raises(Exception, match=r"STS-B/dev.tsv:10: bad stsb row: score '5.5' outside"):
+        _run(glue_project, namespaces=["stsb"])
+    assert not (glue_project[3] / "data").exists()

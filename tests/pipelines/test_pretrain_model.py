@@ -1,0 +1,95 @@
+"""End to end: raw sample corpus -> examples -> pretrained BERT, tracked in one MLflow run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import torch
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from bert_pipeline.model.checkpoint import load_pretrained
+
+TINY_RUN = {
+    "pretrain_data": {
+        "source": {"max_documents": 40},
+        "tokenizer": {"vocab_size": 800},
+        "examples": {"dupe_factor": 1, "max_seq_length": 64},
+    },
+    "pretrain_model": {
+        "model": {"overrides": {"hidden_size": 32, "intermediate_size": 64}},
+        "schedule": {"warmup_steps": 2, "max_steps": 6},
+        "batch_size": 8,
+        "val_every_n_steps": 3,
+        "log_every_n_steps": 2,
+        "checkpoint_every_n_steps": 3,
+        "progress_bar": False,
+        "accelerator": "cpu",
+    },
+}
+
+
+def _artifacts(client: mlflow.MlflowClient, run_id: str, path: str | None = None) -> set[str]:
+    found = set()
+    for item in client.list_artifacts(run_id, path):
+        found |= _artifacts(client, run_id, item.path) if item.is_dir else {item.path}
+    return found
+
+
+def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_root: Path):
+    data_dir = tmp_path / "data"
+    bootstrap_project(project_root)
+    with KedroSession.create(
+        project_path=project_root, runtime_params={"data_dir": str(data_dir), **TINY_RUN}
+    ) as session:
+        session.run(pipeline_names=["pretrain_data", "pretrain_model"])
+
+    model_dir = data_dir / "06_models" / "bert_pretrained"
+    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json"} <= {
+        p.name for p in model_dir.iterdir()
+    }
+    model = load_pretrained(model_dir).eval()
+    assert model.config.hidden_size == 32
+    assert (data_dir / "06_models" / "pretrain_checkpoints" / "last.ckpt").exists()
+    metrics = json.loads((data_dir / "08_reporting" / "pretrain_metrics.json").read_text())
+    assert metrics["global_step"] == 6 and metrics["val/mlm_loss"] > 0
+
+    client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
+    experiment = client.get_experiment_by_name("bert_pipeline")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1, "training must log into kedro-mlflow's run, not open its own"
+    run = runs[0]
+    assert run.info.status == "FINISHED"
+    assert {
+        "train/loss",
+        "train/mlm_loss",
+        "train/tokens_per_sec",
+        "val/mlm_loss",
+        "val/mlm_accuracy",
+        "val/nsp_accuracy",
+        "val/perplexity",
+    } <= set(run.data.metrics)
+    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 3
+    assert run.data.params["pretrain_model.optimizer.lr"] == "0.001"
+    artifacts = _artifacts(client, run.info.run_id)
+    assert {
+        "model/bert_pretrained/config.json",
+        "model/bert_pretrained/model.safetensors",
+        "model/bert_pretrained/vocab.txt",
+        "pretrain_model/pretrain_loss_curve.png",
+        "pretrain_model/pretrain_metrics.json",
+    } <= artifacts
+
+    # The MLflow copy of the model is the same model.
+    local = mlflow.artifacts.download_artifacts(
+        run_id=run.info.run_id,
+        artifact_path="model/bert_pretrained",
+        dst_path=str(tmp_path / "dl"),
+        tracking_uri=mlflow_uri,
+    )
+    again = load_pretrained(Path(local)).eval()
+    ids = torch.tensor([[2, 10, 11, 3, 12, 3]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).prediction_logits, again(ids).prediction_logits)

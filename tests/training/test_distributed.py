@@ -1,0 +1,49 @@
+"""Two-process DDP (gloo, CPU) through the entry point the Kedro node uses for several devices."""
+
+from __future__ import annotations
+
+import mlflow
+import torch
+
+from bert_pipeline.training.launch import launch_subprocess
+
+
+def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
+    tmp_path, mlflow_uri, tiny_tokenizer, tiny_examples
+):
+    params = {
+        "model": {"preset": "tiny", "overrides": {"hidden_size": 32, "intermediate_size": 64}},
+        "schedule": {"warmup_steps": 1, "max_steps": 4},
+        "batch_size": 4,
+        "val_split": 0.2,
+        "val_every_n_steps": 2,
+        "log_every_n_steps": 1,
+        "checkpoint_every_n_steps": 2,
+        "checkpoint_dir": str(tmp_path / "ckpt"),
+        "progress_bar": False,
+        "accelerator": "cpu",
+        "devices": 2,
+        "strategy": "ddp",
+    }
+    mlflow.set_tracking_uri(mlflow_uri)
+    experiment = mlflow.set_experiment("ddp_test")
+    run = mlflow.MlflowClient().create_run(experiment.experiment_id)
+
+    model, history, metrics = launch_subprocess(
+        tiny_examples, tiny_tokenizer, params, 2,
+        mlflow_run_id=run.info.run_id, mlflow_tracking_uri=mlflow_uri,
+    )  # fmt: skip
+
+    assert metrics["world_size"] == 2 and metrics["global_step"] == 4
+    digests = metrics["rank_parameter_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1], "DDP replicas diverged"
+    assert isinstance(model, torch.nn.Module)
+    assert {"train/loss", "val/mlm_loss", "train/tokens_per_sec"} <= set(history["metric"])
+
+    client = mlflow.MlflowClient()
+    runs = client.search_runs([experiment.experiment_id])
+    assert [r.info.run_id for r in runs] == [run.info.run_id]  # no run per rank
+    logged = client.get_run(run.info.run_id)
+    assert {"train/loss", "val/mlm_loss", "val/nsp_accuracy"} <= set(logged.data.metrics)
+    assert logged.info.status == "RUNNING"  # Lightning did not end the caller's run
+    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 4

@@ -1,0 +1,216 @@
+"""Unit tests of the Lightning pretraining code on tiny in-memory data (no Kedro)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from lightning.pytorch import Callback
+
+from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
+from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
+from bert_pipeline.model import BertConfig
+from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint
+from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.data import (
+    ExampleTable,
+    PretrainingDataModule,
+    ResumableBatchSampler,
+    split_indices,
+)
+from bert_pipeline.training.module import (
+    BertPretrainingModule,
+    linear_warmup_decay,
+    parameter_groups,
+)
+from bert_pipeline.training.trainer import run_training
+
+
+def tiny_config(tmp_path, **overrides) -> TrainingConfig:
+    values = dict(
+        model_preset="tiny",
+        model_overrides={"hidden_size": 32, "intermediate_size": 64, "max_position_embeddings": 64},
+        lr=2e-3,
+        warmup_steps=2,
+        max_steps=6,
+        batch_size=8,
+        val_split=0.15,
+        val_every_n_steps=3,
+        log_every_n_steps=1,
+        checkpoint_every_n_steps=3,
+        checkpoint_dir=str(tmp_path / "ckpt"),
+        progress_bar=False,
+        accelerator="cpu",
+    )
+    values.update(overrides)
+    return TrainingConfig(**values)
+
+
+def datamodule(tokenizer, examples, **kwargs) -> PretrainingDataModule:
+    ids = special_token_ids(tokenizer)
+    return PretrainingDataModule(
+        examples,
+        pad_token_id=0,
+        mask_token_id=ids[MASK],
+        vocab_size=tokenizer.get_vocab_size(),
+        special_token_ids=[ids[t] for t in (PAD, UNK, CLS, SEP, MASK)],
+        **{"batch_size": 8, "val_split": 0.15, "seed": 0, **kwargs},
+    )
+
+
+def test_config_from_params_names_bad_parameter():
+    cfg = TrainingConfig.from_params(
+        {
+            "model": {"preset": "mini"},
+            "optimizer": {"lr": 5e-4},
+            "schedule": {"warmup_steps": 2, "max_steps": 10},
+        }
+    )
+    assert (cfg.model_preset, cfg.lr, cfg.max_steps) == ("mini", 5e-4, 10)
+    with pytest.raises(TrainingConfigError, match="warmup_steps"):
+        TrainingConfig.from_params({"schedule": {"warmup_steps": 20, "max_steps": 10}})
+    with pytest.raises(TrainingConfigError, match="pretrain_model.batch_sise"):
+        TrainingConfig.from_params({"batch_sise": 3})
+
+
+def test_no_weight_decay_on_layernorm_and_biases():
+    module = BertPretrainingModule(BertConfig.from_preset("tiny", vocab_size=50).to_dict())
+    decay, no_decay = parameter_groups(module.model, 0.01)
+    names = {id(p): n for n, p in module.model.named_parameters()}
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert all(
+        "LayerNorm" in names[id(p)] or names[id(p)].endswith("bias") for p in no_decay["params"]
+    )
+    assert not any(
+        "LayerNorm" in names[id(p)] or names[id(p)].endswith("bias") for p in decay["params"]
+    )
+    n_params = len(list(module.model.parameters()))
+    assert len(decay["params"]) + len(no_decay["params"]) == n_params
+
+
+def test_linear_warmup_then_linear_decay():
+    f = linear_warmup_decay(warmup_steps=4, max_steps=10)
+    values = [f(s) for s in range(11)]
+    assert values[:4] == sorted(values[:4]) and values[3] < 1.0
+    assert values[4] == pytest.approx(1.0)
+    assert values[4:] == sorted(values[4:], reverse=True) and values[10] == 0.0
+
+
+def test_split_holds_out_whole_documents(tiny_examples):
+    table = ExampleTable(tiny_examples)
+    train, val = split_indices(table, 0.2, seed=0)
+    assert len(set(train) | set(val)) == len(table) and not set(train) & set(val)
+    assert not set(table.doc_ids[train]) & set(table.doc_ids[val])
+    assert 0.1 * len(table) < len(val) < 0.35 * len(table)
+
+
+def test_sampler_shards_ranks_and_resumes_mid_epoch():
+    idx = np.arange(37)
+    shards = [
+        [
+            i
+            for b in ResumableBatchSampler(idx, 4, 7, True, True, rank=r, world_size=2)
+            for i in b.indices
+        ]
+        for r in range(2)
+    ]
+    assert len(shards[0]) == len(shards[1]) and not set(shards[0]) & set(shards[1])
+
+    full = ResumableBatchSampler(idx, 4, 7, shuffle=True, drop_last=True)
+    epoch0 = list(full)
+    full.consumed = len(full)
+    epoch1 = list(full)
+    assert [b.indices for b in epoch0] != [b.indices for b in epoch1]  # new order every epoch
+
+    resumed = ResumableBatchSampler(idx, 4, 7, shuffle=True, drop_last=True)
+    resumed.load_state_dict({"epoch": 1, "consumed": 3, "world_size": 1})
+    assert list(resumed) == epoch1[3:]  # same indices and same masking seeds
+
+
+def test_dynamic_masks_change_every_epoch_but_validation_masks_do_not(
+    tiny_tokenizer, tiny_examples
+):
+    dm = datamodule(tiny_tokenizer, tiny_examples, seed=3)
+    assert dm.dynamic_masking
+    loader = dm.train_dataloader()
+    first = next(iter(loader))
+    loader.batch_sampler.consumed = len(loader.batch_sampler)
+    second = next(iter(loader))
+    assert not torch.equal(first["masked_lm_positions"], second["masked_lm_positions"])
+    val1, val2 = next(iter(dm.val_dataloader())), next(iter(dm.val_dataloader()))
+    assert torch.equal(val1["input_ids"], val2["input_ids"])
+
+
+def test_loss_decreases_on_a_tiny_batch(tiny_tokenizer, tiny_examples):
+    torch.manual_seed(0)
+    batch = next(iter(datamodule(tiny_tokenizer, tiny_examples).train_dataloader()))
+    config = BertConfig.from_preset("tiny", vocab_size=tiny_tokenizer.get_vocab_size())
+    module = BertPretrainingModule(config.to_dict(), lr=3e-3, warmup_steps=0, max_steps=100)
+    optimizer = module.configure_optimizers()["optimizer"]
+    losses = []
+    for _ in range(25):
+        loss = module(batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0], losses
+
+
+class _Interrupt(Callback):
+    """Simulates a crash once `at_step` optimizer steps are done."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at_step:
+            raise RuntimeError("simulated interruption")
+
+
+def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, tiny_tokenizer, tiny_examples):
+    straight = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path / "a"))
+
+    cfg = tiny_config(tmp_path / "b")
+    with pytest.raises(RuntimeError, match="simulated interruption"):
+        run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[_Interrupt(at_step=4)])
+    saved = torch.load(tmp_path / "b" / "ckpt" / "last.ckpt", weights_only=False)
+    assert saved["global_step"] == 3  # checkpoint every 3 steps: step 4 is lost
+    assert saved["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]["consumed"] == 3
+
+    cfg.resume = True
+    resumed = run_training(tiny_examples, tiny_tokenizer, cfg)
+    assert resumed.metrics["global_step"] == straight.metrics["global_step"] == 6
+    steps = resumed.history.loc[resumed.history.metric == "train/loss", "step"]
+    assert steps.min() >= 3  # continued, did not restart from step 0
+
+    for (name, a), b in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), f"{name} differs between the straight and the resumed run"
+    final_a = torch.load(tmp_path / "a" / "ckpt" / "last.ckpt", weights_only=False)
+    final_b = torch.load(tmp_path / "b" / "ckpt" / "last.ckpt", weights_only=False)
+    assert final_a["lr_schedulers"] == final_b["lr_schedulers"]
+    for sa, sb in zip(
+        final_a["optimizer_states"][0]["state"].values(),
+        final_b["optimizer_states"][0]["state"].values(),
+        strict=True,
+    ):
+        assert torch.equal(sa["exp_avg"], sb["exp_avg"])
+
+
+def test_exported_model_round_trips(tmp_path, tiny_tokenizer, tiny_examples):
+    result = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path, max_steps=2))
+    dataset = CheckpointDataset(path=str(tmp_path / "model"))
+    dataset.save(model_to_checkpoint(result.model, {"vocab.txt": b"[PAD]\n"}))
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= {
+        p.name for p in (tmp_path / "model").iterdir()
+    }
+    loaded = load_pretrained(tmp_path / "model").eval()
+    batch = next(iter(datamodule(tiny_tokenizer, tiny_examples).val_dataloader()))
+    keys = ("input_ids", "token_type_ids", "attention_mask", "masked_lm_positions")
+    with torch.no_grad():
+        a = result.model(**{k: batch[k] for k in keys})
+        b = loaded(**{k: batch[k] for k in keys})
+    assert torch.equal(a.prediction_logits, b.prediction_logits)
+    assert torch.equal(a.seq_relationship_logits, b.seq_relationship_logits)

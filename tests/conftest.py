@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,9 +25,17 @@ def shared_data() -> Path:
 
 
 @pytest.fixture
-def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A throw-away SQLite tracking store; conf/base/mlflow.yml reads MLFLOW_TRACKING_URI."""
+def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A throw-away SQLite tracking store; conf/base/mlflow.yml reads MLFLOW_TRACKING_URI.
+
+    kedro-mlflow marks its run finished but leaves it on mlflow's in-process run stack, so the
+    next KedroSession in the same pytest process would try to log into it: pop it on teardown.
+    """
+    import mlflow
+
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_ARTIFACT_LOCATION", (tmp_path / "mlartifacts").as_uri())
-    return uri
+    yield uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()

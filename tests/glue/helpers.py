@@ -42,8 +42,12 @@ def examples(task: GlueTask, split: str, n: int, seed: int = 0) -> pd.DataFrame:
         else:
             label = i % task.num_labels
         rows.append(
-            {"idx": i, "text_a": text_a, "text_b": sentence(rng) if task.is_pair else None,
-             "label": label}
+            {
+                "idx": i,
+                "text_a": text_a,
+                "text_b": sentence(rng) if task.is_pair else None,
+                "label": label,
+            }
         )
     return pd.DataFrame(rows)
 
@@ -71,16 +75,22 @@ def _tsv_lines(task: GlueTask, split: str, frame: pd.DataFrame) -> list[str]:
                 lines.append(f"{i}\t{a}" if test else f"{a}\t{label(r.label)}")
             case "mrpc":
                 ids = f"{1000 + i}\t{2000 + i}"
-                lines.append(f"{i}\t{ids}\t{a}\t{b}" if test else f"{label(r.label)}\t{ids}\t{a}\t{b}")
+                lines.append(
+                    f"{i}\t{ids}\t{a}\t{b}" if test else f"{label(r.label)}\t{ids}\t{a}\t{b}"
+                )
             case "qqp":
                 lines.append(
-                    f"{i}\t{a}\t{b}" if test else f"{i}\t{10 + i}\t{20 + i}\t{a}\t{b}\t{label(r.label)}"
+                    f"{i}\t{a}\t{b}"
+                    if test
+                    else f"{i}\t{10 + i}\t{20 + i}\t{a}\t{b}\t{label(r.label)}"
                 )
             case "stsb":
                 meta = f"main-captions\tMSRvid\t2012test\t{i:04d}\tnone\tnone"
                 lines.append(f"{i}\t{meta}\t{a}\t{b}" + ("" if test else f"\t{label(r.label)}"))
             case "mnli":
-                meta = f"{i}\t{100 + i}\t{100 + i}n\tfiction\t( {a} )\t( {b} )\t(ROOT {a})\t(ROOT {b})"
+                meta = (
+                    f"{i}\t{100 + i}\t{100 + i}n\tfiction\t( {a} )\t( {b} )\t(ROOT {a})\t(ROOT {b})"
+                )
                 if test:
                     lines.append(f"{meta}\t{a}\t{b}")
                 elif split == "train":
@@ -102,7 +112,9 @@ def _tsv_header(task: GlueTask, split: str) -> str | None:
         "mrpc": "index\t#1 ID\t#2 ID\t#1 String\t#2 String"
         if test
         else "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String",
-        "qqp": "id\tquestion1\tquestion2" if test else "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
+        "qqp": "id\tquestion1\tquestion2"
+        if test
+        else "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate",
         "stsb": "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
         + ("" if test else "\tscore"),
         "mnli": f"index\tpromptID\tpairID\tgenre\t{parse}\tsentence1\tsentence2"

@@ -5,9 +5,19 @@ from __future__ import annotations
 import pytest
 from kedro.io.core import DatasetError
 
-from bert_pipeline.glue.finetune import CheckpointMismatchError, FinetuneConfig, check_checkpoint, tokenizer_from_checkpoint
+from bert_pipeline.glue.finetune import (
+    CheckpointMismatchError,
+    FinetuneConfig,
+    check_checkpoint,
+    tokenizer_from_checkpoint,
+)
 from bert_pipeline.glue.io import GlueRawDataset
-from bert_pipeline.glue.loading import GlueDataError, load_glue_tsv_task, load_hf_task, read_glue_tsv
+from bert_pipeline.glue.loading import (
+    GlueDataError,
+    load_glue_tsv_task,
+    load_hf_task,
+    read_glue_tsv,
+)
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet
@@ -45,7 +55,9 @@ def test_pipeline_parameter_errors():
 
 def test_missing_split(rte_dir, tmp_path):
     (rte_dir / "RTE" / "dev.tsv").unlink()
-    with pytest.raises(GlueDataError, match=r"missing split 'dev' of task 'rte': no file .*RTE/dev.tsv"):
+    with pytest.raises(
+        GlueDataError, match=r"missing split 'dev' of task 'rte': no file .*RTE/dev.tsv"
+    ):
         load_glue_tsv_task(rte_dir, "rte")
     with pytest.raises(GlueDataError, match=r"no folder .*WNLI for task 'wnli'"):
         load_glue_tsv_task(rte_dir, "wnli")
@@ -59,10 +71,22 @@ def test_missing_split(rte_dir, tmp_path):
     ("task_dir", "line", "message"),
     [
         ("RTE", "99\tonly two\tcolumns", r"RTE/train.tsv:18: bad rte row: 3 columns, expected 4"),
-        ("RTE", "99\tA.\tB.\tmaybe", r"train.tsv:18: bad rte row: label 'maybe' not in the label space"),
+        (
+            "RTE",
+            "99\tA.\tB.\tmaybe",
+            r"train.tsv:18: bad rte row: label 'maybe' not in the label space",
+        ),
         ("RTE", "99\t \tB.\tentailment", r"train.tsv:18: bad rte row: empty sentence"),
-        ("STS-B", "99\tg\tf\ty\to\ts\ts\tA.\tB.\t7.5", r"train.tsv:18: bad stsb row: score '7.5' outside"),
-        ("CoLA", "gj04\t1\t\tA sentence.\textra", r"train.tsv:17: bad cola row: 5 columns, expected 4"),
+        (
+            "STS-B",
+            "99\tg\tf\ty\to\ts\ts\tA.\tB.\t7.5",
+            r"train.tsv:18: bad stsb row: score '7.5' outside",
+        ),
+        (
+            "CoLA",
+            "gj04\t1\t\tA sentence.\textra",
+            r"train.tsv:17: bad cola row: 5 columns, expected 4",
+        ),
     ],
 )
 def test_malformed_rows(rte_dir, task_dir, line, message):
@@ -83,7 +107,9 @@ def test_hub_label_outside_label_space(tmp_path):
     frame = pd.read_parquet(path)
     frame.loc[3, "label"] = 2
     frame.to_parquet(path)
-    with pytest.raises(GlueDataError, match=r"train-\*.parquet row 3: bad rte row: label 2 outside"):
+    with pytest.raises(
+        GlueDataError, match=r"train-\*.parquet row 3: bad rte row: label 2 outside"
+    ):
         load_hf_task("rte", data_dir=hub, cache_dir=tmp_path / "cache")
 
 
@@ -105,8 +131,8 @@ def test_checkpoint_vocab_and_hidden_size_mismatch(checkpoint):
     bad_vocab = {**checkpoint, "config": {**checkpoint["config"], "vocab_size": vocab + 7}}
     with pytest.raises(
         CheckpointMismatchError,
-        match=rf"ckpt: embeddings.word_embeddings.weight has shape \({vocab}, 128\) but config.json "
-        rf"says vocab_size={vocab + 7}, hidden_size=128",
+        match=rf"ckpt: embeddings.word_embeddings.weight has shape \({vocab}, 128\) but "
+        rf"config.json says vocab_size={vocab + 7}, hidden_size=128",
     ):
         check_checkpoint(bad_vocab, tok, "ckpt")
     bad_hidden = {**checkpoint, "config": {**checkpoint["config"], "hidden_size": 64}}

@@ -44,7 +44,13 @@ def test_quirks(glue_dirs):
     cola = read_glue_tsv(tsv_root / "CoLA" / "dev.tsv", "cola", "dev")  # no header
     assert len(cola) == 8 and cola["text_b"].isna().all()
     mnli = load_glue_tsv_task(tsv_root, "mnli")
-    assert set(mnli) == {"train", "dev_matched", "dev_mismatched", "test_matched", "test_mismatched"}
+    assert set(mnli) == {
+        "train",
+        "dev_matched",
+        "dev_mismatched",
+        "test_matched",
+        "test_mismatched",
+    }
     assert mnli["dev_matched"]["label"].tolist()[:3] == [0, 1, 2]  # gold_label, not label1..5
     stsb = read_glue_tsv(tsv_root / "STS-B" / "train.tsv", "stsb", "train")
     assert stsb["label"].dtype == "float64" and stsb["label"].between(0, 5).all()

@@ -61,7 +61,9 @@ def test_summary_table():
         [
             _record("wnli", {"dev": {"accuracy": 0.5}}),
             _record("mrpc", {"dev": {"f1": 0.9, "accuracy": 0.8}}),
-            _record("mnli", {"dev_matched": {"accuracy": 0.8}, "dev_mismatched": {"accuracy": 0.7}}),
+            _record(
+                "mnli", {"dev_matched": {"accuracy": 0.8}, "dev_mismatched": {"accuracy": 0.7}}
+            ),
         ]
     )
     assert table["task"].tolist() == ["mrpc", "mnli", "wnli", "GLUE average"]

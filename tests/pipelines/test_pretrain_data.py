@@ -21,16 +21,8 @@ from tests.data.conftest import TOPICS, prose_document
 
 def _run(project_root: Path, runtime_params: dict) -> None:
     bootstrap_project(project_root)
-    try:
-        with KedroSession.create(
-            project_path=project_root, runtime_params=runtime_params
-        ) as session:
-            session.run(pipeline_names=["pretrain_data"])
-    finally:
-        # kedro-mlflow finishes the run in the store, but with mlflow 3 the fluent run stack of
-        # this thread keeps it; the next session in the same process would then log into it.
-        while mlflow.active_run():
-            mlflow.end_run()
+    with KedroSession.create(project_path=project_root, runtime_params=runtime_params) as session:
+        session.run(pipeline_names=["pretrain_data"])
 
 
 def _params(tmp_path: Path, corpus: Path, **examples) -> dict:

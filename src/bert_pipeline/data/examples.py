@@ -21,7 +21,6 @@ because google's behaviour breaks an invariant this project tests:
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -29,8 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-
-logger = logging.getLogger(__name__)
 
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
 

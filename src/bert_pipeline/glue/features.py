@@ -1,4 +1,4 @@
-"""Turns GLUE tables into BERT inputs: `[CLS] A [SEP] (B [SEP])`, truncated longest-first as BERT."""
+"""GLUE tables to BERT inputs: `[CLS] A [SEP] (B [SEP])`, truncated longest-first as BERT."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 
 def _truncate_pair(a: list[int], b: list[int], max_tokens: int) -> tuple[list[int], list[int]]:
-    """Drops tokens from the end of the longer sequence until both fit (BERT's _truncate_seq_pair)."""
+    """Drops tokens from the end of the longer sequence until both fit (BERT's way)."""
     a, b = list(a), list(b)
     while len(a) + len(b) > max_tokens:
         (a if len(a) > len(b) else b).pop()
@@ -29,11 +29,14 @@ def encode_table(
         raise ValueError("the tokenizer has no [CLS] or [SEP] token")
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    a_ids = [e.ids for e in tokenizer.encode_batch(frame["text_a"].tolist(), add_special_tokens=False)]
+    a_ids = [
+        e.ids for e in tokenizer.encode_batch(frame["text_a"].tolist(), add_special_tokens=False)
+    ]
     pair = frame["text_b"].notna().all() and len(frame) > 0
     if pair:
         b_ids = [
-            e.ids for e in tokenizer.encode_batch(frame["text_b"].tolist(), add_special_tokens=False)
+            e.ids
+            for e in tokenizer.encode_batch(frame["text_b"].tolist(), add_special_tokens=False)
         ]
     out = []
     for i, a in enumerate(a_ids):

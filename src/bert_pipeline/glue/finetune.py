@@ -166,7 +166,9 @@ def _loader(features: GlueFeatures, batch_size: int, seed: int | None = None) ->
 
 
 @torch.no_grad()
-def predict(model: BertForSequenceClassification, task: GlueTask, features: GlueFeatures, batch_size: int) -> torch.Tensor:
+def predict(
+    model: BertForSequenceClassification, task: GlueTask, features: GlueFeatures, batch_size: int
+) -> torch.Tensor:
     model.eval()
     out = []
     for batch in _loader(features, batch_size):
@@ -227,7 +229,9 @@ def finetune_task(
         raise ValueError(f"task {task.name}: no rows for dev split(s) {missing}")
     dev_frames = [dev[dev["split"] == s].reset_index(drop=True) for s in dev_names]
     dev_features = [
-        GlueFeatures(encode_table(tokenizer, f, config.max_seq_length), f["label"], task.is_regression)
+        GlueFeatures(
+            encode_table(tokenizer, f, config.max_seq_length), f["label"], task.is_regression
+        )
         for f in dev_frames
     ]
     steps = math.ceil(len(train_features) / config.batch_size) * config.epochs
@@ -274,7 +278,14 @@ def finetune_task(
                 "history": module.history,
             }
             trials.append(trial)
-            logger.info("%s lr=%g seed=%d: best dev score %.4f at epoch %d", task.name, lr, seed, module.best_score, module.best_epoch)
+            logger.info(
+                "%s lr=%g seed=%d: best dev score %.4f at epoch %d",
+                task.name,
+                lr,
+                seed,
+                module.best_score,
+                module.best_epoch,
+            )
             if best_trial is None or module.best_score > best_trial["best_score"]:
                 best_trial, best_module = trial, module
             del model
@@ -289,7 +300,9 @@ def finetune_task(
     test_features = GlueFeatures(
         encode_table(tokenizer, test, config.max_seq_length), test["label"], task.is_regression
     )
-    test_preds = _prediction_frame(task, test, predict(model, task, test_features, config.eval_batch_size))
+    test_preds = _prediction_frame(
+        task, test, predict(model, task, test_features, config.eval_batch_size)
+    )
     out = model_to_checkpoint(model, checkpoint.get("tokenizer_files"))
     if not task.is_regression:
         out["config"]["id2label"] = {str(i): name for i, name in enumerate(task.labels)}

@@ -173,7 +173,11 @@ def _check_hf_frame(frame: pd.DataFrame, task: GlueTask, split: str, source: str
         bad = ~labels.isin(range(task.num_labels))
     if bad.any():
         row = int(bad.to_numpy().argmax())
-        space = "-1 (test)" if test else (STSB_RANGE if task.is_regression else list(range(task.num_labels)))
+        space = (
+            "-1 (test)"
+            if test
+            else (STSB_RANGE if task.is_regression else list(range(task.num_labels)))
+        )
         raise GlueDataError(
             f"{source} row {row}: bad {task.name} row: label {labels.iloc[row].item()!r} "
             f"outside {space}"

@@ -1,4 +1,4 @@
-"""The nine GLUE tasks: where their files live, which columns hold text and labels, how they are scored.
+"""The nine GLUE tasks: where their files live, which columns hold text and labels, how scored.
 
 One registry drives the loaders, the pandera schemas, the metrics, the summary table and the
 leaderboard submission, so adding or fixing a task is a change in one place.

@@ -19,7 +19,9 @@ _non_empty = pa.Check(lambda s: s.str.strip().str.len() > 0, error="empty senten
 def _text_b(task: GlueTask) -> pa.Column:
     if task.is_pair:
         return pa.Column(str, _non_empty)
-    return pa.Column(object, pa.Check(lambda s: s.isna(), error="single-sentence task"), nullable=True)
+    return pa.Column(
+        object, pa.Check(lambda s: s.isna(), error="single-sentence task"), nullable=True
+    )
 
 
 def _label(task: GlueTask, labeled: bool) -> pa.Column:

@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,6 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import yaml
-from omegaconf import OmegaConf
 from tokenizers import Tokenizer
 
 from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
@@ -40,6 +40,7 @@ from bert_pipeline.training.trainer import TrainingResult, run_training
 logger = logging.getLogger(__name__)
 
 MODEL_DIR, HISTORY_FILE, METRICS_FILE = "model", "history.parquet", "metrics.json"
+_RUNTIME_PARAM = re.compile(r"\$\{runtime_params:\s*([^,}]+),([^}]*)\}")
 
 
 def read_params(path: str | Path) -> dict[str, Any]:
@@ -52,10 +53,8 @@ def read_params(path: str | Path) -> dict[str, Any]:
     data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a mapping of pretrain_model parameters")
-    if not OmegaConf.has_resolver("runtime_params"):
-        OmegaConf.register_new_resolver("runtime_params", lambda key, default=None: default)
-    resolved = OmegaConf.to_container(OmegaConf.create(data), resolve=True)
-    return resolved.get("pretrain_model", resolved)
+    data = data.get("pretrain_model", data)
+    return json.loads(_RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), json.dumps(data)))
 
 
 def write_outputs(result: TrainingResult, tokenizer_dir: Path, output: Path) -> None:

@@ -85,7 +85,9 @@ def _log_task_artifacts(run, checkpoint: dict, record: dict, dev: pd.DataFrame, 
         test.to_csv(Path(tmp) / "test_predictions.csv", index=False)
         mlflow.log_artifacts(tmp, "predictions")
     with tempfile.TemporaryDirectory() as tmp:
-        mlflow.log_artifacts(str(write_checkpoint(checkpoint, Path(tmp) / "model")), "best_checkpoint")
+        mlflow.log_artifacts(
+            str(write_checkpoint(checkpoint, Path(tmp) / "model")), "best_checkpoint"
+        )
 
 
 def finetune_glue_task(
@@ -109,8 +111,12 @@ def finetune_glue_task(
             import mlflow
 
             mlflow.log_params(
-                {**{k: str(v) for k, v in vars(config).items()}, "task": task.name,
-                 "train_examples": len(train), "dev_examples": len(dev)}
+                {
+                    **{k: str(v) for k, v in vars(config).items()},
+                    "task": task.name,
+                    "train_examples": len(train),
+                    "dev_examples": len(dev),
+                }
             )
         result = finetune_task(
             task, train, dev, test, pretrained, config, source=source, mlflow_run_id=run_id
@@ -136,9 +142,13 @@ def finetune_glue_task(
                 }
                 | {"best_score": result.best["best_score"]}
             )
-            mlflow.log_params({"best_learning_rate": result.best["learning_rate"],
-                               "best_seed": result.best["seed"],
-                               "best_epoch": result.best["best_epoch"]})
+            mlflow.log_params(
+                {
+                    "best_learning_rate": result.best["learning_rate"],
+                    "best_seed": result.best["seed"],
+                    "best_epoch": result.best["best_epoch"],
+                }
+            )
             _log_task_artifacts(
                 run, result.checkpoint, record, result.dev_predictions, result.test_predictions
             )

@@ -55,7 +55,9 @@ def configured_tasks(conf_source: str | Path | None = None) -> tuple[list[str], 
     """`finetune_glue.tasks` and `finetune_glue.init_from_mnli` from the project's conf folder."""
     if conf_source is None:
         cwd_conf = Path.cwd() / "conf"
-        conf_source = cwd_conf if cwd_conf.is_dir() else Path(__file__).resolve().parents[4] / "conf"
+        conf_source = (
+            cwd_conf if cwd_conf.is_dir() else Path(__file__).resolve().parents[4] / "conf"
+        )
     loader = OmegaConfigLoader(
         conf_source=str(conf_source),
         base_env="base",

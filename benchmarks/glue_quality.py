@@ -124,7 +124,8 @@ def main() -> None:
                 "dev": len(dev),
                 "dev metrics": metrics,
                 "score": f"{100 * task_score(result.dev_metrics):.1f}",
-                "best lr / epoch": f"{result.best['learning_rate']:g} / {result.best['best_epoch'] + 1}",
+                "best lr / epoch": f"{result.best['learning_rate']:g} / "
+                f"{result.best['best_epoch'] + 1}",
                 "seconds": f"{seconds:.0f}",
             }
             print(row, flush=True)

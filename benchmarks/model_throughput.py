@@ -14,6 +14,7 @@ transformers is a bench/test extra: this script is not part of the package.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -159,7 +160,11 @@ def main() -> None:
     parser.add_argument("--mask-prob", type=float, default=0.15)
     parser.add_argument("--max-predictions", type=int, default=20)
     parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+        "--threads",
+        type=int,
+        nargs="+",
+        default=[torch.get_num_threads()],
+        help="torch thread counts to measure, one table row each (default: torch's)",
     )
     parser.add_argument(
         "--optimizer",
@@ -171,32 +176,37 @@ def main() -> None:
     parser.add_argument("--note", default="", help="free text written under the table")
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
 
-    results = [bench_preset(p, args) for p in args.presets]
+    load_before = os.getloadavg()[0]
+    results = []
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        results += [{"threads": threads, **bench_preset(p, args)} for p in args.presets]
+    load_after = os.getloadavg()[0]
     command = "python benchmarks/model_throughput.py " + " ".join(sys.argv[1:])
     lines = [
         "# Pre-training throughput: bert_pipeline vs transformers",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with `{command}`.",
         "",
-        f"- CPU: {cpu_name()}, torch threads: {torch.get_num_threads()}",
+        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores; "
+        f"1-min load average {load_before:.1f} before, "
+        f"{load_after:.1f} after (other processes share the machine when this is above ~0)",
         f"- torch {torch.__version__}, transformers {transformers.__version__}"
         f' (`attn_implementation="sdpa"`), Python {platform.python_version()}',
         f"- batch {args.batch_size} x seq {args.seq_length}, vocab {args.vocab_size}, "
         f"{args.mask_prob:.0%} masking capped at {args.max_predictions}, 10% shorter rows; "
         f"fwd + bwd + AdamW ({args.optimizer}), fp32",
         f"- {args.warmup} warm-up + {args.steps} timed steps per model, interleaved; "
-        "medians over timed steps; tokens = non-pad tokens",
+        "medians over timed steps; tokens = non-pad tokens; threads = torch.set_num_threads",
         "",
-        "| preset | ours tokens/s | HF tokens/s | ours ms/step | HF ms/step | ratio |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| preset | threads | ours tokens/s | HF tokens/s | ours ms/step | HF ms/step | ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         lines.append(
-            f"| {r['preset']} | {r['ours']:,.0f} | {r['hf']:,.0f} | {r['ours_ms']:.0f} | "
-            f"{r['hf_ms']:.0f} | {r['ratio']:.2f}x |"
+            f"| {r['preset']} | {r['threads']} | {r['ours']:,.0f} | {r['hf']:,.0f} | "
+            f"{r['ours_ms']:.0f} | {r['hf_ms']:.0f} | {r['ratio']:.2f}x |"
         )
     if args.note:
         lines += ["", args.note]

@@ -62,7 +62,7 @@ def test_raw_dataset_both_sources(glue_dirs):
     tsv_root, hub_root, cache = glue_dirs
     tsv = GlueRawDataset(task="rte", path=str(tsv_root)).load()
     hub = GlueRawDataset(
-        task="rte", path=str(hub_root), source="hf", hf_cache_dir=str(cache)
+        task="rte", source="hf", hf_data_dir=str(hub_root), hf_cache_dir=str(cache)
     ).load()
     for split in tsv:
         pd.testing.assert_frame_equal(tsv[split], hub[split], check_dtype=False)

@@ -82,6 +82,9 @@ def test_tokenizer_files_and_overwrite(tmp_path):
     save_pretrained(BertModel(CFG), tmp_path / "ckpt")  # replaces the whole folder
     assert not (tmp_path / "ckpt" / "vocab.txt").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    (tmp_path / "ckpt" / "notes.md").write_text("mine")
+    with pytest.raises(FileExistsError, match="notes.md"):
+        save_pretrained(BertModel(CFG), tmp_path / "ckpt")
 
 
 def test_bert_only_checkpoint_into_pretraining_reports_fresh_heads(tmp_path, caplog):
@@ -158,6 +161,8 @@ def test_config_overrides_and_num_labels_from_config(tmp_path):
         tmp_path / "ckpt", BertForSequenceClassification, hidden_dropout_prob=0.0
     )
     assert model.num_labels == 3 and model.config.hidden_dropout_prob == 0.0
+    with pytest.raises(TypeError, match="hidden_dropout"):
+        load_pretrained(tmp_path / "ckpt", BertForSequenceClassification, hidden_dropout=0.0)
     with pytest.raises(ValueError, match=r"classifier\.\w+.*\(3,.*\(5,"):
         load_pretrained(tmp_path / "ckpt", BertForSequenceClassification, num_labels=5)
 

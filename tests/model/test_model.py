@@ -150,3 +150,19 @@ def test_dropout_only_in_training():
     model.train()
     with torch.no_grad():
         assert not torch.allclose(model(ids, tt, am)[0], model(ids, tt, am)[0])
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_new", "relu"])
+def test_models_pickle(act):
+    """Lightning and multiprocessing pickle/deepcopy modules; activations must allow it."""
+    import copy
+    import pickle
+
+    model = BertForPreTraining(tiny_config(hidden_act=act))
+    clone = pickle.loads(pickle.dumps(model))
+    ids, tt, am = random_batch()
+    model.eval(), clone.eval()
+    with torch.no_grad():
+        torch.testing.assert_close(model(ids, tt, am)[3], clone(ids, tt, am)[3])
+    for twin in (clone, copy.deepcopy(model)):
+        assert twin.cls.predictions.decoder.weight is twin.bert.embeddings.word_embeddings.weight

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import mlflow
 import torch
 
@@ -47,3 +49,37 @@ def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
     assert {"train/loss", "val/mlm_loss", "val/nsp_accuracy"} <= set(logged.data.metrics)
     assert logged.info.status == "RUNNING"  # Lightning did not end the caller's run
     assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 4
+
+
+def test_entry_point_without_kedro_opens_and_closes_its_own_run(
+    tmp_path, mlflow_uri, tiny_tokenizer, tiny_examples
+):
+    from bert_pipeline.data.tokenizer import save_tokenizer
+    from bert_pipeline.training.launch import main
+
+    tiny_examples.to_parquet(tmp_path / "examples.parquet")
+    save_tokenizer(tiny_tokenizer, tmp_path / "tok")
+    params = {
+        "pretrain_model": {
+            "model": {"overrides": {"hidden_size": 32, "intermediate_size": 64}},
+            "schedule": {"warmup_steps": 1, "max_steps": 2},
+            "batch_size": 8,
+            "checkpoint_dir": str(tmp_path / "ckpt"),
+            "progress_bar": False,
+            "accelerator": "cpu",
+        }
+    }
+    (tmp_path / "params.json").write_text(json.dumps(params))
+    argv = ["--examples", str(tmp_path / "examples.parquet"), "--tokenizer", str(tmp_path / "tok"),
+            "--config", str(tmp_path / "params.json"), "--output", str(tmp_path / "out"),
+            "--mlflow-tracking-uri", mlflow_uri, "--mlflow-experiment", "standalone"]  # fmt: skip
+    assert main(argv) == 0
+
+    assert {"config.json", "model.safetensors", "vocab.txt"} <= {
+        p.name for p in (tmp_path / "out" / "model").iterdir()
+    }
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["global_step"] == 2
+    client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("standalone").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["lr"] == "0.001" and "val/mlm_loss" in run.data.metrics

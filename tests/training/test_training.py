@@ -144,7 +144,9 @@ def test_dynamic_masks_change_every_epoch_but_validation_masks_do_not(
 def test_loss_decreases_on_a_tiny_batch(tiny_tokenizer, tiny_examples):
     torch.manual_seed(0)
     batch = next(iter(datamodule(tiny_tokenizer, tiny_examples).train_dataloader()))
-    config = BertConfig.from_preset("tiny", vocab_size=tiny_tokenizer.get_vocab_size())
+    config = BertConfig.from_preset(
+        "tiny", vocab_size=tiny_tokenizer.get_vocab_size(), hidden_size=64, intermediate_size=128
+    )
     module = BertPretrainingModule(config.to_dict(), lr=3e-3, warmup_steps=0, max_steps=100)
     optimizer = module.configure_optimizers()["optimizer"]
     losses = []

@@ -60,9 +60,14 @@ class FinetuneConfig:
         if unknown:
             raise ValueError(f"unknown parameter(s) {unknown} in {where}; known: {sorted(known)}")
         config = cls(**params)
-        for name in ("learning_rates", "seeds"):
-            if not isinstance(getattr(config, name), list) or not getattr(config, name):
-                raise ValueError(f"{where}.{name} must be a non-empty list")
+        for name, cast in (("learning_rates", float), ("seeds", int)):
+            values = getattr(config, name)
+            if not isinstance(values, list | tuple) or not values:
+                raise ValueError(f"{where}.{name} must be a non-empty list, got {values!r}")
+            try:
+                setattr(config, name, [cast(v) for v in values])
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}.{name} must hold numbers, got {values!r}") from None
         for name in ("batch_size", "eval_batch_size", "epochs", "max_seq_length"):
             if int(getattr(config, name)) < 1:
                 raise ValueError(f"{where}.{name} must be >= 1, got {getattr(config, name)}")
@@ -180,8 +185,6 @@ def predict(
 
 def _prediction_frame(task: GlueTask, frame: pd.DataFrame, preds: torch.Tensor) -> pd.DataFrame:
     values = preds.double().numpy() if task.is_regression else preds.long().numpy()
-    if task.is_regression:
-        values = values.clip(0.0, 5.0)
     return pd.DataFrame(
         {
             "task": task.name,

@@ -21,8 +21,9 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     """All splits of one GLUE task as {split: DataFrame} (columns: see bert_pipeline.glue.loading).
 
     `source: glue_tsv` reads `<path>/<TaskDir>/<split>.tsv` (the original glue_data layout);
-    `source: hf` reads the `nyu-mll/glue` dataset through `datasets`, from the hub or, with
-    `path`, from local Parquet files in the hub's layout (`<path>/<config>/<split>-*.parquet`).
+    `source: hf` reads the `nyu-mll/glue` dataset (`hf_path`) through `datasets`, from the hub
+    or, with `hf_data_dir`, from local Parquet files in the hub's layout
+    (`<hf_data_dir>/<config>/<split>-*.parquet`). An empty string counts as not given.
 
     Example catalog entry (one per task through a dataset factory)::
 
@@ -38,6 +39,7 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         path: str | None = None,
         source: str = "glue_tsv",
         hf_path: str = "nyu-mll/glue",
+        hf_data_dir: str | None = None,
         hf_revision: str | None = None,
         hf_cache_dir: str | None = None,
         on_bad_rows: str = "error",
@@ -46,15 +48,16 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         self._task = get_task(task)
         if source not in SOURCES:
             raise DatasetError(f"GLUE source {source!r} is not one of {SOURCES}")
-        if source == "glue_tsv" and path is None:
+        if source == "glue_tsv" and not path:
             raise DatasetError("a glue_tsv GlueRawDataset needs `path` (the glue_data folder)")
         if on_bad_rows not in ("error", "skip"):
             raise DatasetError(f"on_bad_rows must be 'error' or 'skip', got {on_bad_rows!r}")
         self._path = path
         self._source = source
         self._hf_path = hf_path
+        self._hf_data_dir = hf_data_dir or None
         self._hf_revision = hf_revision
-        self._hf_cache_dir = hf_cache_dir
+        self._hf_cache_dir = hf_cache_dir or None
         self._on_bad_rows = on_bad_rows
         self.metadata = metadata
 
@@ -62,7 +65,7 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         if self._source == "glue_tsv":
             return load_glue_tsv_task(self._path, self._task, self._on_bad_rows)
         return load_hf_task(
-            self._task, self._hf_path, self._path, self._hf_revision, self._hf_cache_dir
+            self._task, self._hf_path, self._hf_data_dir, self._hf_revision, self._hf_cache_dir
         )
 
     def save(self, data: None) -> None:
@@ -71,10 +74,12 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     def _exists(self) -> bool:
         if self._source == "glue_tsv":
             return (Path(self._path) / self._task.glue_dir).is_dir()
-        return self._path is None or (Path(self._path) / self._task.hf_config).is_dir()
+        folder = self._hf_data_dir
+        return folder is None or (Path(folder) / self._task.hf_config).is_dir()
 
     def _describe(self) -> dict[str, Any]:
-        return {"task": self._task.name, "source": self._source, "path": self._path}
+        path = self._path if self._source == "glue_tsv" else self._hf_data_dir or self._hf_path
+        return {"task": self._task.name, "source": self._source, "path": path}
 
 
 class ZipDataset(AbstractDataset[dict[str, str], dict[str, str]]):

@@ -3,12 +3,14 @@
 Module and parameter names follow Hugging Face's ``modeling_bert`` one-to-one, so
 ``state_dict()`` keys and shapes equal those of ``transformers.BertModel`` /
 ``BertForPreTraining`` / ``BertForSequenceClassification`` and checkpoints move both ways
-without renaming. The one deliberate difference is speed: the masked-LM head runs only on
-the gathered masked positions, not on every token (see ``BertForPreTraining``).
+without renaming. The deliberate differences are for speed in pre-training: the masked-LM
+head runs only on the gathered masked positions, not on every token, and the last encoder
+layer only on those and [CLS] (see ``BertForPreTraining``); outputs are the same.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -25,7 +27,7 @@ def activation(name: str):
     if name == "gelu":
         return F.gelu
     if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return lambda x: F.gelu(x, approximate="tanh")
+        return functools.partial(F.gelu, approximate="tanh")
     if name == "relu":
         return F.relu
     raise ValueError(f"unsupported hidden_act {name!r}")
@@ -254,9 +256,8 @@ class BertLMPredictionHead(nn.Module):
         self.transform = BertPredictionHeadTransform(config)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
-        self.decoder.bias = (
-            self.bias
-        )  # one bias, two names (as HF): cls.predictions.{bias,decoder.bias}
+        # One bias under two names, as in HF: cls.predictions.bias and .decoder.bias.
+        self.decoder.bias = self.bias
 
     def forward(self, x: Tensor) -> Tensor:
         return self.decoder(self.transform(x))

@@ -16,6 +16,7 @@ initialised and, with unexpected ones, logged and returned; a shape mismatch is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -94,6 +95,14 @@ def read_checkpoint(directory: str | Path) -> Checkpoint:
 def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
     """Write a checkpoint value as a folder, atomically (a sibling temp folder renamed in place)."""
     directory = Path(directory)
+    if directory.is_dir():  # replaced as a whole: never take unrelated files with it
+        known = {CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, *TOKENIZER_FILES}
+        others = sorted(p.name for p in directory.iterdir() if p.name not in known)
+        if others:
+            raise FileExistsError(
+                f"{directory} exists and holds files that are not part of a checkpoint "
+                f"({', '.join(others[:5])}); refusing to replace it"
+            )
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
     try:
@@ -203,6 +212,9 @@ def model_from_checkpoint(
     if model_cls is BertForSequenceClassification:
         id2label = checkpoint["config"].get("id2label")
         kwargs["num_labels"] = overrides.pop("num_labels", len(id2label) if id2label else 2)
+    unknown = set(overrides) - {f.name for f in dataclasses.fields(BertConfig)}
+    if unknown:
+        raise TypeError(f"unknown BertConfig field(s) to override: {sorted(unknown)}")
     config = BertConfig.from_dict({**checkpoint["config"], **overrides})
     model = model_cls(config, **kwargs)
 

@@ -8,6 +8,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pandas as pd
 import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.loggers import Logger, MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -58,6 +59,15 @@ class TokenThroughput(pl.Callback):
     @property
     def mean_tokens_per_sec(self) -> float:
         return self.total_tokens / self.total_seconds if self.total_seconds else float("nan")
+
+
+class ProgressBar(TQDMProgressBar):
+    """Lightning's bar without the logger version (an MLflow run id fragment, meaningless here)."""
+
+    def get_metrics(self, trainer, pl_module) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        return metrics
 
 
 class PipelineMLFlowLogger(MLFlowLogger):

@@ -42,7 +42,7 @@ class TrainingConfig:
     gradient_clip_val: float = 1.0
     precision: str = "32"
     seed: int = 42
-    deterministic: bool = True
+    deterministic: bool | str = "warn"
     # data
     masking: str = "auto"
     masked_lm_prob: float = 0.15
@@ -110,6 +110,11 @@ class TrainingConfig:
             raise TrainingConfigError(
                 "parameter pretrain_model.val_split must be a fraction in (0, 1) or a whole number "
                 f"of held-out examples >= 1, got {self.val_split}"
+            )
+        if self.deterministic not in (True, False, "warn"):
+            raise TrainingConfigError(
+                "parameter pretrain_model.deterministic must be true, false or warn, "
+                f"got {self.deterministic!r}"
             )
         if self.num_workers < 0:
             raise TrainingConfigError(

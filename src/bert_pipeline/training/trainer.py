@@ -16,13 +16,18 @@ import lightning.pytorch as pl
 import pandas as pd
 import pyarrow as pa
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from tokenizers import Tokenizer
 
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
-from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
+from bert_pipeline.training.callbacks import (
+    HistoryLogger,
+    PipelineMLFlowLogger,
+    ProgressBar,
+    TokenThroughput,
+)
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.module import BertPretrainingModule
@@ -164,7 +169,7 @@ def run_training(
     ]
     callbacks.extend(extra_callbacks or [])
     if cfg.progress_bar:
-        callbacks.append(TQDMProgressBar(refresh_rate=max(1, cfg.log_every_n_steps // 2)))
+        callbacks.append(ProgressBar(refresh_rate=max(1, cfg.log_every_n_steps // 2)))
 
     trainer = pl.Trainer(
         accelerator=cfg.accelerator,
@@ -190,7 +195,9 @@ def run_training(
         default_root_dir=cfg.checkpoint_dir,
     )
     trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_resume(cfg))
-    final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+    final = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+    if not final or trainer.global_step % cfg.val_every_n_steps:  # last step not validated yet
+        final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
 
     metrics: dict[str, Any] = {k: float(v) for k, v in final.items() if k.startswith("val/")}
     metrics["global_step"] = int(trainer.global_step)

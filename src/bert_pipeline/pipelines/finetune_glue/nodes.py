@@ -8,9 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import mlflow
 import pandas as pd
 
-from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+from bert_pipeline.glue.finetune import FinetuneConfig, FinetuneResult, finetune_task
 from bert_pipeline.glue.report import (
     submission_files,
     summary_markdown,
@@ -69,25 +70,37 @@ def task_config(task: str, params: dict[str, Any]) -> FinetuneConfig:
 
 def _task_run(task: str):
     """A child MLflow run under kedro-mlflow's run; nothing when tracking is off."""
-    import mlflow
-
     if mlflow.active_run() is None:
         return contextlib.nullcontext(None)
     return mlflow.start_run(run_name=f"glue_{task}", nested=True, tags={"glue_task": task})
 
 
-def _log_task_artifacts(run, checkpoint: dict, record: dict, dev: pd.DataFrame, test: pd.DataFrame):
-    import mlflow
-
+def _log_task_run(result: FinetuneResult, record: dict) -> None:
+    """Best dev metrics, chosen lr/seed/epoch, dev record, predictions and best checkpoint."""
+    best = result.best
+    mlflow.log_metrics(
+        {
+            f"best_{split}_{name}": value
+            for split, values in result.dev_metrics.items()
+            for name, value in values.items()
+        }
+        | {"best_score": best["best_score"]}
+    )
+    mlflow.log_params(
+        {
+            "best_learning_rate": best["learning_rate"],
+            "best_seed": best["seed"],
+            "best_epoch": best["best_epoch"],
+        }
+    )
     mlflow.log_dict(record, "dev_metrics.json")
     with tempfile.TemporaryDirectory() as tmp:
-        dev.to_csv(Path(tmp) / "dev_predictions.csv", index=False)
-        test.to_csv(Path(tmp) / "test_predictions.csv", index=False)
+        result.dev_predictions.to_csv(Path(tmp) / "dev_predictions.csv", index=False)
+        result.test_predictions.to_csv(Path(tmp) / "test_predictions.csv", index=False)
         mlflow.log_artifacts(tmp, "predictions")
     with tempfile.TemporaryDirectory() as tmp:
-        mlflow.log_artifacts(
-            str(write_checkpoint(checkpoint, Path(tmp) / "model")), "best_checkpoint"
-        )
+        folder = write_checkpoint(result.checkpoint, Path(tmp) / "model")
+        mlflow.log_artifacts(str(folder), "best_checkpoint")
 
 
 def finetune_glue_task(
@@ -108,8 +121,6 @@ def finetune_glue_task(
     with _task_run(task.name) as run:
         run_id = run.info.run_id if run is not None else None
         if run is not None:
-            import mlflow
-
             mlflow.log_params(
                 {
                     **{k: str(v) for k, v in vars(config).items()},
@@ -132,26 +143,7 @@ def finetune_glue_task(
             "mlflow_run_id": run_id,
         }
         if run is not None:
-            import mlflow
-
-            mlflow.log_metrics(
-                {
-                    f"best_{split}_{name}": value
-                    for split, values in result.dev_metrics.items()
-                    for name, value in values.items()
-                }
-                | {"best_score": result.best["best_score"]}
-            )
-            mlflow.log_params(
-                {
-                    "best_learning_rate": result.best["learning_rate"],
-                    "best_seed": result.best["seed"],
-                    "best_epoch": result.best["best_epoch"],
-                }
-            )
-            _log_task_artifacts(
-                run, result.checkpoint, record, result.dev_predictions, result.test_predictions
-            )
+            _log_task_run(result, record)
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import statistics
 import sys
 import time
@@ -183,7 +184,11 @@ def main() -> None:
         torch.set_num_threads(threads)
         results += [{"threads": threads, **bench_preset(p, args)} for p in args.presets]
     load_after = os.getloadavg()[0]
-    command = "python benchmarks/model_throughput.py " + " ".join(sys.argv[1:])
+    argv = sys.argv[1:]
+    if "--note" in argv:  # the note is printed below the table instead
+        i = argv.index("--note")
+        argv = argv[:i] + argv[i + 2 :]
+    command = shlex.join(["python", "benchmarks/model_throughput.py", *argv])
     lines = [
         "# Pre-training throughput: bert_pipeline vs transformers",
         "",

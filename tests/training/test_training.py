@@ -9,8 +9,8 @@ from lightning.pytorch import Callback
 
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
 from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
-from bert_pipeline.model import BertConfig
-from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint
+from bert_pipeline.model import BertConfig, BertModel
+from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint, save_pretrained
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.data import (
     ExampleTable,
@@ -216,3 +216,36 @@ def test_exported_model_round_trips(tmp_path, tiny_tokenizer, tiny_examples):
         b = loaded(**{k: batch[k] for k in keys})
     assert torch.equal(a.prediction_logits, b.prediction_logits)
     assert torch.equal(a.seq_relationship_logits, b.seq_relationship_logits)
+
+
+def test_init_from_imported_checkpoint(tmp_path, tiny_tokenizer, tiny_examples):
+    """`model.init_from` takes the checkpoint's architecture and weights (here: BertModel-only)."""
+    source = BertModel(
+        BertConfig.from_preset(
+            "tiny",
+            vocab_size=tiny_tokenizer.get_vocab_size(),
+            hidden_size=48,
+            intermediate_size=96,
+            max_position_embeddings=64,
+        )
+    )
+    save_pretrained(source, tmp_path / "imported")
+    cfg = tiny_config(
+        tmp_path,
+        init_from=str(tmp_path / "imported"),
+        model_overrides={},
+        lr=1e-12,
+        warmup_steps=0,
+        max_steps=1,
+    )
+    result = run_training(tiny_examples, tiny_tokenizer, cfg)
+    assert result.model.config.hidden_size == 48
+    embeddings = result.model.bert.embeddings.word_embeddings.weight
+    assert torch.allclose(embeddings, source.embeddings.word_embeddings.weight, atol=1e-6)
+
+
+def test_init_from_checkpoint_with_too_small_vocabulary(tmp_path, tiny_tokenizer, tiny_examples):
+    save_pretrained(BertModel(BertConfig.from_preset("tiny", vocab_size=10)), tmp_path / "small")
+    cfg = tiny_config(tmp_path, init_from=str(tmp_path / "small"), model_overrides={})
+    with pytest.raises(TrainingConfigError, match="init_from=.*vocab.txt"):
+        run_training(tiny_examples, tiny_tokenizer, cfg)

@@ -30,6 +30,7 @@ class TrainingConfig:
     # model
     model_preset: str = "tiny"
     model_overrides: dict[str, Any] = field(default_factory=dict)
+    init_from: str | None = None  # HF-format folder to continue pretraining from
     # optimisation
     lr: float = 1e-3
     weight_decay: float = 0.01
@@ -129,6 +130,7 @@ class TrainingConfig:
         model = params.pop("model", {}) or {}
         flat["model_preset"] = model.get("preset", cls.model_preset)
         flat["model_overrides"] = dict(model.get("overrides") or {})
+        flat["init_from"] = model.get("init_from")
         optimizer = params.pop("optimizer", {}) or {}
         for key, target in (
             ("lr", "lr"),

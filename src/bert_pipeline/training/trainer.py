@@ -7,6 +7,7 @@ device) or by the distributed entry point `bert_pipeline.training.launch` (torch
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
+from bert_pipeline.model.checkpoint import load_pretrained
 from bert_pipeline.training.callbacks import (
     HistoryLogger,
     PipelineMLFlowLogger,
@@ -48,20 +50,35 @@ class TrainingResult:
 
 
 def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: int) -> BertConfig:
-    """The preset + overrides, with the vocabulary size taken from the tokenizer."""
+    """The preset + overrides, with the vocabulary size taken from the tokenizer.
+
+    With `model.init_from` the architecture is the checkpoint's (overrides such as dropout apply).
+    """
     try:
-        config = BertConfig.from_preset(
-            cfg.model_preset, **{"vocab_size": tokenizer.get_vocab_size(), **cfg.model_overrides}
-        )
+        if cfg.init_from:
+            config = BertConfig.from_dict(
+                {**read_checkpoint_config(cfg.init_from), **cfg.model_overrides}
+            )
+        else:
+            config = BertConfig.from_preset(
+                cfg.model_preset,
+                **{"vocab_size": tokenizer.get_vocab_size(), **cfg.model_overrides},
+            )
     except (KeyError, TypeError, ValueError) as err:
         raise TrainingConfigError(
             f"parameter pretrain_model.model (preset={cfg.model_preset!r}, overrides="
             f"{cfg.model_overrides}) does not give a valid BertConfig: {err}"
         ) from err
     if config.vocab_size < tokenizer.get_vocab_size():
+        where = (
+            f"the checkpoint pretrain_model.model.init_from={cfg.init_from!r} (pair it with its "
+            "own vocab.txt: pretrain_data.tokenizer.vocab_file)"
+            if cfg.init_from
+            else "pretrain_model.model.overrides.vocab_size"
+        )
         raise TrainingConfigError(
-            f"pretrain_model.model.overrides.vocab_size={config.vocab_size} is smaller than the "
-            f"tokenizer's vocabulary ({tokenizer.get_vocab_size()})"
+            f"vocab_size={config.vocab_size} of {where} is smaller than the tokenizer's "
+            f"vocabulary ({tokenizer.get_vocab_size()})"
         )
     if max_length > config.max_position_embeddings:
         raise TrainingConfigError(
@@ -70,6 +87,27 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
             "shorten pretrain_data's max_seq_length"
         )
     return config
+
+
+def read_checkpoint_config(directory: str) -> dict[str, Any]:
+    path = Path(directory) / "config.json"
+    if not path.is_file():
+        raise TrainingConfigError(
+            f"parameter pretrain_model.model.init_from={directory!r}: no config.json in that folder"
+        )
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def init_weights(model: BertForPreTraining, directory: str) -> None:
+    """Starts from an imported checkpoint (ours or HF's); heads it lacks stay fresh."""
+    pretrained, info = load_pretrained(directory, BertForPreTraining, output_loading_info=True)
+    model.load_state_dict(pretrained.state_dict())
+    logger.info(
+        "initialised from %s (fresh: %s; ignored: %s)",
+        directory,
+        info.missing_keys or "none",
+        info.unexpected_keys or "none",
+    )
 
 
 def resolve_resume(cfg: TrainingConfig) -> str | None:
@@ -145,6 +183,9 @@ def run_training(
         warmup_steps=cfg.warmup_steps,
         max_steps=cfg.max_steps,
     )
+
+    if cfg.init_from:
+        init_weights(module.model, cfg.init_from)
 
     history = HistoryLogger()
     loggers: list[Any] = [history]

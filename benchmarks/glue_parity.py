@@ -58,7 +58,13 @@ def run_ours(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     checkpoint = read_checkpoint(args.model_dir)
     result = finetune_task(
-        task, train, dev, dev.head(0), checkpoint, config, source=str(args.model_dir),
+        task,
+        train,
+        dev,
+        dev.head(0),
+        checkpoint,
+        config,
+        source=str(args.model_dir),
         progress_bar=False,
     )
     wall = time.perf_counter() - start
@@ -130,32 +136,32 @@ def report(results: Path) -> str:
             record = json.loads(line)
             runs[(record["task"], record["side"])].append(record)
     tasks = list(dict.fromkeys(task for task, _ in runs))
-    lines = [
-        "| task | metric | ours | HF Trainer | diff | ours wall s | HF wall s | seeds | train / dev |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["task", "metric", "ours", "HF Trainer", "diff", "ours wall s", "HF wall s"]
+    header += ["seeds", "per seed ours / HF", "train / dev"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for task in tasks:
         ours, hf = runs.get((task, "ours"), []), runs.get((task, "hf"), [])
-        if not ours or not hf:
-            continue
         seeds = sorted({r["seed"] for r in ours} & {r["seed"] for r in hf})
-        ours = [r for r in ours if r["seed"] in seeds]
-        hf = [r for r in hf if r["seed"] in seeds]
+        if not seeds:
+            continue
+        ours = sorted((r for r in ours if r["seed"] in seeds), key=lambda r: r["seed"])
+        hf = sorted((r for r in hf if r["seed"] in seeds), key=lambda r: r["seed"])
         for metric in ours[0]["history"][-1]["metrics"]:
             a = [r["history"][-1]["metrics"][metric] for r in ours]
             b = [r["history"][-1]["metrics"][metric] for r in hf]
-            detail = ""
-            if len(seeds) > 1:
-                detail = " (" + ", ".join(fmt(v) for v in a) + " / " + ", ".join(
-                    fmt(v) for v in b
-                ) + ")"
-            lines.append(
-                f"| {task} | {metric} | {fmt(mean(a))} | {fmt(mean(b))} | "
-                f"{100 * (mean(a) - mean(b)):+.1f}{detail} | "
-                f"{mean(r['wall_s'] for r in ours):.0f} | {mean(r['wall_s'] for r in hf):.0f} | "
-                f"{', '.join(map(str, seeds))} | "
-                f"{ours[0]['train_examples']} / {ours[0]['dev_examples']} |"
-            )
+            cells = [
+                task,
+                metric,
+                fmt(mean(a)),
+                fmt(mean(b)),
+                f"{100 * (mean(a) - mean(b)):+.1f}",
+                f"{mean(r['wall_s'] for r in ours):.0f}",
+                f"{mean(r['wall_s'] for r in hf):.0f}",
+                ", ".join(map(str, seeds)),
+                ", ".join(fmt(v) for v in a) + " / " + ", ".join(fmt(v) for v in b),
+                f"{ours[0]['train_examples']} / {ours[0]['dev_examples']}",
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -10,8 +10,8 @@ from bert_pipeline.pipelines import finetune_glue, pretrain_data, pretrain_model
 def register_pipelines() -> dict[str, Pipeline]:
     """`pretrain` is corpus -> examples (`pretrain_data`) followed by training (`pretrain_model`).
 
-    The pipelines are imported explicitly: Kedro 1.7's `find_pipelines` only imports the folders named
-    on the command line, so a composed name such as `pretrain` would not be found.
+    The pipelines are imported explicitly: Kedro 1.7's `find_pipelines` only imports the folders
+    named on the command line, so a composed name such as `pretrain` would not be found.
     """
     pipelines = {
         "pretrain_data": pretrain_data.create_pipeline(),

@@ -6,8 +6,6 @@ folder, then renamed over the target) so a failed run never leaves half a tokeni
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from bert_pipeline.data.tokenizer import (
     save_tokenizer,
     special_token_ids,
 )
+from bert_pipeline.fsutil import atomic_directory
 
 
 class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
@@ -50,20 +49,8 @@ class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
                 f"expected a tokenizers.Tokenizer for {self._path}, got {type(data)}"
             )
         special_token_ids(data, f"tokenizer to save at {self._path}")
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{self._path.name}.", dir=self._path.parent))
-        try:
+        with atomic_directory(self._path) as tmp:
             save_tokenizer(data, tmp)
-            if self._path.exists():
-                old = self._path.with_name(f".{self._path.name}.old")
-                shutil.rmtree(old, ignore_errors=True)
-                self._path.rename(old)
-                tmp.rename(self._path)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                tmp.rename(self._path)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
 
     def _exists(self) -> bool:
         return (self._path / TOKENIZER_FILE).is_file() or (self._path / VOCAB_FILE).is_file()

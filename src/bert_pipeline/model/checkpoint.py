@@ -19,9 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +28,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel
 from bert_pipeline.model.config import BertConfig
 
@@ -103,9 +101,7 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
                 f"{directory} exists and holds files that are not part of a checkpoint "
                 f"({', '.join(others[:5])}); refusing to replace it"
             )
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    with atomic_directory(directory) as tmp:
         (tmp / CONFIG_FILE).write_text(
             json.dumps(checkpoint["config"], indent=2, sort_keys=True) + "\n", encoding="utf-8"
         )
@@ -115,16 +111,6 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
             if Path(name).name != name:
                 raise ValueError(f"tokenizer file name {name!r} must be a plain file name")
             (tmp / name).write_bytes(data)
-        if directory.exists():
-            old = directory.with_name(f".{directory.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(directory, old)
-            os.replace(tmp, directory)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, directory)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return directory
 
 

@@ -1,0 +1,33 @@
+"""Filesystem helpers shared by the dataset and checkpoint writers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic_directory(target: str | Path) -> Iterator[Path]:
+    """Yields a temporary sibling folder that replaces `target` only if the block succeeds.
+
+    A failed write leaves the previous `target` (or nothing) in place, never half a folder.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+        if target.exists():
+            old = target.with_name(f".{target.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

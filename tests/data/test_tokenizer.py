@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,27 @@ def test_trained_tokenizer_layout_and_roundtrip(tmp_path: Path):
     # vocab.txt alone (bert-base-uncased style folder) gives the same ids
     (tmp_path / "tok" / "tokenizer.json").unlink()
     assert load_tokenizer(tmp_path / "tok").encode("The fox").ids == tok.encode("The fox").ids
+
+
+def test_training_gives_the_same_vocabulary_in_every_process(tmp_path: Path):
+    """tokenizers' trainer alone varies between processes (huggingface/tokenizers#1794)."""
+    words = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnrst"]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(" ".join(words[i::7]) for i in range(7)), encoding="utf-8")
+    script = (
+        "import sys; from bert_pipeline.data.tokenizer import train_tokenizer, vocab_lines; "
+        "texts = open(sys.argv[1], encoding='utf-8').read().splitlines(); "
+        "print('|'.join(vocab_lines(train_tokenizer(texts, vocab_size=200, min_frequency=1))))"
+    )
+    vocabularies = {
+        subprocess.run(
+            [sys.executable, "-c", script, str(corpus)], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(4)
+    }
+    assert len(vocabularies) == 1
+    vocab = vocabularies.pop().strip().split("|")
+    assert vocab[:5] == SPECIAL_TOKENS and "##a" in vocab
 
 
 def test_vocab_txt_in_bert_uncased_layout(tmp_path: Path):

@@ -6,6 +6,8 @@ continuations, `[CLS] A [SEP] B [SEP]` post-processor) so an HF vocab.txt works 
 
 from __future__ import annotations
 
+import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -63,20 +65,51 @@ def train_tokenizer(
     limit_alphabet: int = 1000,
     length: int | None = None,
 ) -> Tokenizer:
-    """Trains a WordPiece vocabulary on `texts`; special tokens take ids 0..4 ([PAD]=0)."""
+    """Trains a WordPiece vocabulary on `texts`; special tokens take ids 0..4 ([PAD]=0).
+
+    The same texts always give the same vocabulary (see `_continuation_tokens`).
+    """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise TokenizerError(f"parameter vocab_size={vocab_size} must exceed the 5 special tokens")
+    texts = list(texts)  # read twice: once for the alphabet, once to train
     tok = _configure(Tokenizer(WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         limit_alphabet=limit_alphabet,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=SPECIAL_TOKENS + _continuation_tokens(tok, texts, limit_alphabet),
         continuing_subword_prefix="##",
         show_progress=False,
     )
-    tok.train_from_iterator(_batched(texts), trainer=trainer, length=length)
-    return _add_post_processor(tok, "trained tokenizer")
+    tok.train_from_iterator(_batched(texts), trainer=trainer, length=length or len(texts))
+    # Rebuilt from the learned vocabulary so that only the five BERT tokens are special.
+    trained = _configure(
+        Tokenizer(WordPiece(tok.get_vocab(), unk_token=UNK, max_input_chars_per_word=100)),
+        lowercase,
+    )
+    trained.add_special_tokens(SPECIAL_TOKENS)
+    return _add_post_processor(trained, "trained tokenizer")
+
+
+def _continuation_tokens(tok: Tokenizer, texts: list[str], limit_alphabet: int) -> list[str]:
+    """`##c` for every character that can continue a word, in a fixed order.
+
+    tokenizers' trainer creates these tokens while iterating a hash map, so their ids, and through
+    tie-breaks between equally frequent merges the whole vocabulary, change from run to run
+    (huggingface/tokenizers#1794). Passing them in first, in sorted order, fixes their ids.
+    """
+    counts: Counter[str] = Counter()
+    for start in range(0, len(texts), 10_000):
+        counts.update(tok.normalizer.normalize_str("\n".join(texts[start : start + 10_000])))
+    alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
+    return ["##" + c for c in sorted(alphabet) if not (c.isspace() or _splits_words(c))]
+
+
+def _splits_words(char: str) -> bool:
+    """Characters BertPreTokenizer always cuts out of words (BERT's `_is_punctuation`)."""
+    code = ord(char)
+    ascii_symbol = 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
+    return ascii_symbol or unicodedata.category(char).startswith("P")
 
 
 def _batched(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:

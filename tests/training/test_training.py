@@ -249,3 +249,11 @@ def test_init_from_checkpoint_with_too_small_vocabulary(tmp_path, tiny_tokenizer
     cfg = tiny_config(tmp_path, init_from=str(tmp_path / "small"), model_overrides={})
     with pytest.raises(TrainingConfigError, match="init_from=.*vocab.txt"):
         run_training(tiny_examples, tiny_tokenizer, cfg)
+
+
+def test_bf16_mixed_precision_trains_on_cpu(tmp_path, tiny_tokenizer, tiny_examples):
+    result = run_training(
+        tiny_examples, tiny_tokenizer, tiny_config(tmp_path, precision="bf16-mixed", max_steps=3)
+    )
+    assert result.metrics["global_step"] == 3
+    assert np.isfinite(result.metrics["val/mlm_loss"])

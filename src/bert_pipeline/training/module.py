@@ -112,13 +112,15 @@ class BertPretrainingModule(pl.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         hp = self.hparams
+        mixed = self._trainer is not None and str(self._trainer.precision).endswith("-mixed")
         optimizer = torch.optim.AdamW(
             parameter_groups(self.model, hp.weight_decay),
             lr=hp.lr,
             betas=tuple(hp.adam_betas),
             eps=hp.adam_eps,
-            # one fused kernel per step instead of a Python loop over tensors: ~6x faster on CPU
-            fused=True,
+            # One fused kernel per step (~6x faster on CPU); Lightning's mixed-precision plugins
+            # refuse gradient clipping with an optimizer that unscales gradients itself.
+            fused=not mixed,
         )
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, linear_warmup_decay(hp.warmup_steps, hp.max_steps)

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-test pretrain finetune test test-slow lint viz mlflow-ui
+.PHONY: setup setup-test pretrain finetune test lint viz mlflow-ui
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,9 +30,6 @@ finetune: setup
 
 test: setup-test
 	$(BIN)/pytest
-
-test-slow: setup-test
-	$(BIN)/pytest -m slow
 
 lint: setup-test
 	$(BIN)/ruff check src tests benchmarks

@@ -59,14 +59,18 @@ def datamodule(tokenizer, examples, **kwargs) -> PretrainingDataModule:
 
 
 def test_config_from_params_names_bad_parameter():
-    cfg = TrainingConfig.from_params(
-        {
-            "model": {"preset": "mini"},
-            "optimizer": {"lr": 5e-4},
-            "schedule": {"warmup_steps": 2, "max_steps": 10},
-        }
-    )
+    params = {
+        "model": {"preset": "mini"},
+        "optimizer": {"lr": 5e-4},
+        "schedule": {"warmup_steps": 2, "max_steps": 10},
+    }
+    cfg = TrainingConfig.from_params(params)
     assert (cfg.model_preset, cfg.lr, cfg.max_steps) == ("mini", 5e-4, 10)
+    # the node hands the same dict to the multi-device launcher: it must be left intact
+    assert params["optimizer"] == {"lr": 5e-4} and params["schedule"]["max_steps"] == 10
+    assert TrainingConfig.from_params(params) == cfg
+    with pytest.raises(TrainingConfigError, match="pretrain_model.model.init_checkpoint"):
+        TrainingConfig.from_params({"model": {"init_checkpoint": "x"}})
     with pytest.raises(TrainingConfigError, match="warmup_steps"):
         TrainingConfig.from_params({"schedule": {"warmup_steps": 20, "max_steps": 10}})
     with pytest.raises(TrainingConfigError, match="pretrain_model.batch_sise"):

@@ -51,6 +51,8 @@ class FinetuneConfig:
     max_seq_length: int = 128
     gradient_clip_val: float = 1.0
     lowercase: bool = True
+    accelerator: str = "auto"
+    precision: str = "32"
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
@@ -117,7 +119,7 @@ def check_checkpoint(checkpoint: Mapping, tokenizer: Tokenizer, source: str) -> 
             f"{source}: {WORD_EMBEDDINGS} has shape {tuple(embedding.shape)} but config.json says "
             f"vocab_size={expected[0]}, hidden_size={expected[1]}"
         )
-    if tokenizer.get_vocab_size() != config["vocab_size"]:
+    if tokenizer.get_vocab_size() > config["vocab_size"]:  # a padded embedding table is fine
         raise CheckpointMismatchError(
             f"{source}: the tokenizer has {tokenizer.get_vocab_size()} tokens but config.json "
             f"vocab_size={config['vocab_size']}"
@@ -257,8 +259,9 @@ def finetune_task(
             with tempfile.TemporaryDirectory() as root:
                 trainer = pl.Trainer(
                     max_epochs=config.epochs,
-                    accelerator="cpu",
+                    accelerator=config.accelerator,
                     devices=1,
+                    precision=config.precision,
                     deterministic=True,
                     logger=False,
                     enable_checkpointing=False,

@@ -103,9 +103,6 @@ class GlueModule(pl.LightningModule):
                 {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
             )
 
-    def predict_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
-        return self.predictions(self(batch)).detach().cpu()
-
     def configure_optimizers(self):
         no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
         params = list(self.model.named_parameters())

@@ -67,11 +67,6 @@ class GlueTask:
         return 1 if self.labels is None else len(self.labels)
 
     @property
-    def main_metric(self) -> str:
-        """The metric used to pick the best epoch / learning rate on dev."""
-        return self.metrics[0]
-
-    @property
     def splits(self) -> tuple[str, ...]:
         return ("train", *self.dev_splits, *self.test_splits)
 

@@ -6,6 +6,7 @@ so a run launched by Kedro and one launched by hand with torchrun/SLURM see iden
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,9 +126,12 @@ class TrainingConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> TrainingConfig:
         """Builds the config from the nested `pretrain_model` parameters dict."""
-        params = dict(params)
+        params = copy.deepcopy(dict(params))  # the caller's dict is passed on to launch as is
         flat: dict[str, Any] = {}
         model = params.pop("model", {}) or {}
+        unknown_model = set(model) - {"preset", "overrides", "init_from"}
+        if unknown_model:
+            raise TrainingConfigError(_unknown("model.", unknown_model))
         flat["model_preset"] = model.get("preset", cls.model_preset)
         flat["model_overrides"] = dict(model.get("overrides") or {})
         flat["init_from"] = model.get("init_from")

@@ -117,7 +117,10 @@ def finetune_glue_task(
     """
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
-    source = str(pretrained.get("config", {}).get("_name_or_path") or "input checkpoint")
+    source = str(
+        pretrained.get("config", {}).get("_name_or_path")
+        or "the checkpoint glue_pretrained_model (runtime parameter glue_model_dir)"
+    )
     with _task_run(task.name) as run:
         run_id = run.info.run_id if run is not None else None
         if run is not None:

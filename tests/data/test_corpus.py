@@ -88,6 +88,16 @@ def test_jsonl_and_parquet_tables(tmp_path: Path):
     assert docs["doc_id"].tolist() == ["b:0", "b:1"]
     with pytest.raises(CorpusError, match=r"a.jsonl row 0: no column 'text'"):
         ingest_documents({"kind": "table", "path": str(tmp_path / "a.jsonl")})
+    # a folder of tables: .parquet and .jsonl by default, ids keep the sub-folder
+    (tmp_path / "AA").mkdir()
+    (tmp_path / "AB").mkdir()
+    for sub in ("AA", "AB"):
+        pd.DataFrame(rows).to_parquet(tmp_path / sub / "wiki_00.parquet")
+    (tmp_path / "AA" / "notes.txt").write_text("not a table", encoding="utf-8")
+    docs = ingest_documents({"kind": "table", "path": str(tmp_path), "text_column": "body"})
+    assert docs["doc_id"].tolist() == [
+        "AA/wiki_00:0", "AA/wiki_00:1", "AB/wiki_00:0", "AB/wiki_00:1", "a:0", "a:1", "b:0", "b:1"
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("streaming", [False, True])
@@ -121,7 +131,7 @@ def test_missing_empty_and_blank_sources(tmp_path: Path):
     with pytest.raises(CorpusError, match=r"nowhere does not exist .*source.path"):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "nowhere")})
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CorpusError, match=r"empty holds no files matching '\*.txt'"):
+    with pytest.raises(CorpusError, match=r"empty holds no files matching \['\*.txt'\]"):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "empty")})
     (tmp_path / "blank").mkdir()
     (tmp_path / "blank" / "a.txt").write_text(" \n\n\t\n", encoding="utf-8")

@@ -231,6 +231,7 @@ def test_sentence_longer_than_sequence_is_truncated(toy_vocab):
         ({"masked_lm_prob": 0.0}, "masked_lm_prob"),
         ({"dupe_factor": 0}, "dupe_factor"),
         ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
+        ({"dynamic_masking": True, "whole_word_mask": True}, "cannot be combined"),
     ],
 )
 def test_bad_parameters(kwargs, message, toy_vocab):

@@ -42,27 +42,37 @@ def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
 
 
-def _files(path: Path, glob: str) -> list[Path]:
+DEFAULT_GLOBS = {
+    "google_text": ("*.txt",),
+    "prose_folder": ("*.txt",),
+    "table": ("*.parquet", "*.jsonl"),
+}
+
+
+def _files(path: Path, globs: tuple[str, ...]) -> list[tuple[Path, str]]:
+    """(file, document-id stem) pairs; the stem keeps sub-folders (AA/wiki_00, AB/wiki_00)."""
     if not path.exists():
         raise CorpusError(
             f"corpus source {path} does not exist (parameter pretrain_data.source.path)"
         )
-    files = sorted(p for p in ([path] if path.is_file() else path.rglob(glob)) if p.is_file())
+    if path.is_file():
+        return [(path, path.stem)]
+    files = sorted({p for glob in globs for p in path.rglob(glob) if p.is_file()})
     if not files:
-        raise CorpusError(f"corpus source {path} holds no files matching {glob!r}")
-    return files
+        raise CorpusError(f"corpus source {path} holds no files matching {list(globs)}")
+    return [(p, p.relative_to(path).with_suffix("").as_posix()) for p in files]
 
 
-def _google_documents(path: Path, text: str) -> Iterator[tuple[str, str]]:
+def _google_documents(stem: str, text: str) -> Iterator[tuple[str, str]]:
     """google's format: one sentence per line, blank lines between documents."""
     for k, block in enumerate(_BLANK_LINES.split(text)):
         lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
         if lines:
-            yield f"{path.stem}:{k}", "\n".join(lines)
+            yield f"{stem}:{k}", "\n".join(lines)
 
 
 def _prose_documents(
-    path: Path, text: str, delimiter: re.Pattern | None, skip: re.Pattern | None
+    stem: str, text: str, delimiter: re.Pattern | None, skip: re.Pattern | None
 ) -> Iterator[tuple[str, str]]:
     """One document per file, or one per `delimiter` line (the delimiter line is dropped).
 
@@ -73,13 +83,13 @@ def _prose_documents(
     for ln in text.split("\n"):
         if delimiter is not None and delimiter.search(ln):
             if any(x.strip() for x in current):
-                yield f"{path.stem}:{k}", "\n".join(current)
+                yield f"{stem}:{k}", "\n".join(current)
                 k += 1
             current = []
         elif skip is None or not skip.search(ln):
             current.append(ln)
     if any(x.strip() for x in current):
-        yield (path.stem if delimiter is None else f"{path.stem}:{k}"), "\n".join(current)
+        yield (stem if delimiter is None else f"{stem}:{k}"), "\n".join(current)
 
 
 def _compile(pattern: str | None, name: str) -> re.Pattern | None:
@@ -91,23 +101,25 @@ def _compile(pattern: str | None, name: str) -> re.Pattern | None:
         raise CorpusError(f"parameter pretrain_data.source.{name}={pattern!r}: {exc}") from exc
 
 
-def _table_rows(path: Path, text_column: str, id_column: str | None) -> Iterator[dict]:
+def _table_rows(
+    path: Path, stem: str, text_column: str, id_column: str | None, errors: str
+) -> Iterator[dict]:
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path)
         rows: Iterable[dict] = frame.to_dict("records")
     elif path.suffix in (".jsonl", ".json"):
-        rows = _jsonl(path)
+        rows = _jsonl(path, errors)
     else:
         raise CorpusError(f"{path}: table sources must be .parquet or .jsonl files")
     for i, row in enumerate(rows):
         if text_column not in row:
             raise CorpusError(f"{path} row {i}: no column {text_column!r} (parameter text_column)")
-        doc_id = str(row[id_column]) if id_column else f"{path.stem}:{i}"
+        doc_id = str(row[id_column]) if id_column else f"{stem}:{i}"
         yield {"doc_id": doc_id, "text": row[text_column], "row": i}
 
 
-def _jsonl(path: Path) -> Iterator[dict]:
-    for i, line in enumerate(read_text_file(path).split("\n")):
+def _jsonl(path: Path, errors: str) -> Iterator[dict]:
+    for i, line in enumerate(read_text_file(path, errors).split("\n")):
         if line.strip():
             try:
                 yield json.loads(line)
@@ -156,7 +168,8 @@ def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
         )
     max_docs = source.get("max_documents")
     records: list[dict] = []
-    where = source.get("path") or (source.get("hf") or {}).get("name")
+    where = (source.get("hf") or {}).get("name") if kind == "hf_dataset" else source.get("path")
+    globs = (source["glob"],) if source.get("glob") else DEFAULT_GLOBS.get(kind, ())
 
     def add(doc_id: str, src: str, text: Any, layout: str, row: int | None = None) -> None:
         if not isinstance(text, str):
@@ -168,22 +181,23 @@ def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
             records.append({"doc_id": doc_id, "source": src, "text": text, "layout": layout})
 
     if kind in ("google_text", "prose_folder"):
-        files = _files(Path(source["path"]), source.get("glob", "*.txt"))
+        files = _files(Path(source["path"]), globs)
         delimiter = _compile(source.get("document_delimiter"), "document_delimiter")
         skip = _compile(source.get("skip_line_regex"), "skip_line_regex")
-        for path in files:
+        for path, stem in files:
             text = read_text_file(path, errors)
             if kind == "google_text":
-                docs = _google_documents(path, text)
+                docs = _google_documents(stem, text)
                 layout = LAYOUT_SENTENCES
             else:
-                docs = _prose_documents(path, text, delimiter, skip)
+                docs = _prose_documents(stem, text, delimiter, skip)
                 layout = LAYOUT_PROSE
             for doc_id, doc_text in docs:
                 add(doc_id, str(path), doc_text, layout)
     elif kind == "table":
-        for path in _files(Path(source["path"]), source.get("glob", "*.parquet")):
-            for r in _table_rows(path, source.get("text_column", "text"), source.get("id_column")):
+        for path, stem in _files(Path(source["path"]), globs):
+            text_column, id_column = source.get("text_column", "text"), source.get("id_column")
+            for r in _table_rows(path, stem, text_column, id_column, errors):
                 add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
                 if max_docs and len(records) >= max_docs:
                     break

@@ -64,6 +64,11 @@ class ExampleConfig:
             raise ValueError(f"parameter dupe_factor={self.dupe_factor} must be >= 1")
         if self.seed < 0:
             raise ValueError(f"parameter seed={self.seed} must be >= 0")
+        if self.dynamic_masking and self.whole_word_mask:
+            raise ValueError(
+                "parameters masking=dynamic and whole_word_mask=true cannot be combined: the "
+                "collator masks single tokens; use masking=static for whole-word masking"
+            )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from tokenizers import Tokenizer
 
-from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
+from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained
 from bert_pipeline.training.callbacks import (
@@ -164,7 +164,8 @@ def run_training(
         pad_token_id=ids[PAD],
         mask_token_id=ids[MASK],
         vocab_size=tokenizer.get_vocab_size(),
-        special_token_ids=[ids[t] for t in (PAD, UNK, CLS, SEP, MASK)],
+        # [UNK] stays maskable, as in google's script and the static examples
+        special_token_ids=[ids[t] for t in (PAD, CLS, SEP, MASK)],
         batch_size=cfg.batch_size,
         val_split=cfg.val_split,
         seed=cfg.seed,

@@ -25,7 +25,11 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
             old = target.with_name(f".{target.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(target, old)
-            os.replace(tmp, target)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                os.replace(old, target)  # put the previous folder back
+                raise
             shutil.rmtree(old)
         else:
             os.replace(tmp, target)

@@ -7,6 +7,7 @@ with weight decay except on biases and LayerNorm weights, linear warmup then lin
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 
 import lightning.pytorch as pl
@@ -97,8 +98,10 @@ class GlueModule(pl.LightningModule):
         for split, values in metrics.items():
             for name, value in values.items():
                 self.log(f"{split}_{name}", value, prog_bar=True)
-        if score > self.best_score:
-            self.best_score, self.best_epoch = score, self.current_epoch
+        # NaN (e.g. Pearson of constant predictions) ranks lowest; the first epoch always counts
+        comparable = score if math.isfinite(score) else -math.inf
+        if self.best_state is None or comparable > self.best_score:
+            self.best_score, self.best_epoch = comparable, self.current_epoch
             self.best_state = copy.deepcopy(
                 {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
             )

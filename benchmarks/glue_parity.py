@@ -18,6 +18,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +86,123 @@ def run_ours(args: argparse.Namespace) -> dict:
         ],
         "best_epoch": trial["best_epoch"],
         "wall_s": wall,
+    }
+
+
+def step_check(args: argparse.Namespace) -> dict:
+    """Same start weights, same batch order, dropout off: per-step train losses of both loops.
+
+    Ours is GlueModule (optimizer groups, schedule, loss) under a Lightning Trainer set up as
+    finetune_task sets it; the reference is transformers' Trainer with a sequential sampler. With
+    seed noise removed, any gap comes from the optimizer, schedule, clipping or model.
+    """
+    import lightning.pytorch as pl
+    import torch
+    from hf_glue_reference import Encoded
+    from torch.utils.data import DataLoader, SequentialSampler
+    from transformers import BertForSequenceClassification, Trainer, TrainingArguments
+
+    from bert_pipeline.glue.features import GlueFeatures, encode_table
+    from bert_pipeline.glue.finetune import build_classifier, tokenizer_from_checkpoint
+    from bert_pipeline.glue.module import GlueModule
+    from bert_pipeline.model.checkpoint import read_checkpoint
+
+    torch.set_num_threads(args.threads)
+    task, train, _ = load_tables(
+        args.glue_dir, args.tasks[0], args.max_train_examples, args.sample_seed
+    )
+    checkpoint = read_checkpoint(args.model_dir)
+    no_dropout = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    checkpoint = {**checkpoint, "config": {**checkpoint["config"], **no_dropout}}
+    torch.manual_seed(args.seeds[0])
+    ours = build_classifier(checkpoint, task, str(args.model_dir))
+    start_state = {k: v.clone() for k, v in ours.state_dict().items()}
+    hf = BertForSequenceClassification.from_pretrained(
+        args.model_dir, num_labels=task.num_labels, dtype=torch.float32, **no_dropout
+    )
+    hf.load_state_dict(start_state)
+    tokenizer = tokenizer_from_checkpoint(checkpoint, str(args.model_dir), lowercase=True)
+    encoded = encode_table(tokenizer, train, args.max_seq_length)
+    features = GlueFeatures(encoded, train["label"], task.is_regression)
+    steps = -(-len(features) // args.batch_size) * args.epochs
+    warmup = 0.1
+
+    ours_losses: list[float] = []
+
+    class Recording(GlueModule):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            ours_losses.append(loss.item())
+            return loss
+
+    module = Recording(ours, task, ["dev"], args.learning_rate, 0.01, warmup, steps)
+    loader = DataLoader(features, args.batch_size, shuffle=False, collate_fn=features.collate)
+    pl.Trainer(
+        max_epochs=args.epochs,
+        accelerator="cpu",
+        devices=1,
+        deterministic=True,
+        logger=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        gradient_clip_val=1.0,
+    ).fit(module, train_dataloaders=loader)
+
+    hf_losses: list[float] = []
+
+    class SequentialTrainer(Trainer):
+        def _get_train_sampler(self, train_dataset=None):
+            return SequentialSampler(train_dataset or self.train_dataset)
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            hf_losses.append((out[0] if return_outputs else out).item())
+            return out
+
+    cast = float if task.is_regression else int
+    dataset = Encoded(
+        {
+            "input_ids": [e["input_ids"] for e in encoded],
+            "token_type_ids": [e["token_type_ids"] for e in encoded],
+            "attention_mask": [[1] * len(e["input_ids"]) for e in encoded],
+        },
+        [cast(v) for v in train["label"]],
+    )
+    with tempfile.TemporaryDirectory() as out_dir:
+        SequentialTrainer(
+            model=hf,
+            args=TrainingArguments(
+                output_dir=out_dir,
+                per_device_train_batch_size=args.batch_size,
+                num_train_epochs=args.epochs,
+                learning_rate=args.learning_rate,
+                lr_scheduler_type="linear",
+                warmup_steps=int(warmup * steps),
+                weight_decay=0.01,
+                optim="adamw_torch",
+                adam_epsilon=1e-6,
+                max_grad_norm=1.0,
+                seed=args.seeds[0],
+                save_strategy="no",
+                report_to="none",
+                use_cpu=True,
+                disable_tqdm=True,
+            ),
+            train_dataset=dataset,
+            data_collator=lambda rows: features.collate(
+                [{**r, "label": r["labels"]} for r in rows]
+            ),
+        ).train()
+    ours_state, hf_state = ours.state_dict(), hf.state_dict()
+    weight_gap = max((ours_state[k] - hf_state[k]).abs().max().item() for k in ours_state)
+    return {
+        "task": task.name,
+        "steps": steps,
+        "ours_losses": ours_losses,
+        "hf_losses": hf_losses,
+        "max_loss_gap": max(abs(a - b) for a, b in zip(ours_losses, hf_losses, strict=True)),
+        "max_final_weight_gap": weight_gap,
     }
 
 
@@ -183,12 +301,20 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("/tmp/glue_parity/results.jsonl"))
     parser.add_argument("--side", choices=["ours"], help=argparse.SUPPRESS)
     parser.add_argument("--report", action="store_true", help="print the table and exit")
+    parser.add_argument(
+        "--step-check",
+        action="store_true",
+        help="compare per-step losses of both loops (same weights and batches, no dropout)",
+    )
     args = parser.parse_args()
     if args.report:
         print(report(args.results))
         return
     if args.model_dir is None:
         args.model_dir = minilm_dir()
+    if args.step_check:
+        print(json.dumps(step_check(args)))
+        return
     if args.side == "ours":
         print(json.dumps(run_ours(args)), flush=True)
         return

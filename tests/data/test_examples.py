@@ -26,10 +26,8 @@ WIKITEXT_SOURCE = {
 }
 
 
-@pytest.fixture(scope="module")
-def wikitext(shared_data):
-    """WikiText-2 valid as (sentences, tokenizer, corpus, vocab)."""
-    source = {**WIKITEXT_SOURCE, "path": str(shared_data / "corpora" / "wikitext-2-raw")}
+def _prepare(source: dict):
+    """A corpus source as (sentences, tokenizer, corpus, vocab)."""
     sentences = split_documents(ingest_documents(source))
     tok = train_tokenizer(sentences["text"].tolist(), vocab_size=8000)
     corpus = build_corpus(
@@ -38,6 +36,12 @@ def wikitext(shared_data):
         tokenize_sentences(tok, sentences["text"].tolist()),
     )
     return sentences, tok, corpus, vocab_from_tokenizer(tok)
+
+
+@pytest.fixture(scope="module")
+def wikitext(shared_data):
+    """WikiText-2 valid as (sentences, tokenizer, corpus, vocab)."""
+    return _prepare({**WIKITEXT_SOURCE, "path": str(shared_data / "corpora" / "wikitext-2-raw")})
 
 
 def _flat_tokens(corpus, doc_id: str, s0: int, s1: int) -> np.ndarray:
@@ -62,14 +66,8 @@ def _is_subrange(part: np.ndarray, whole: np.ndarray, known: np.ndarray) -> bool
 def bundled_sample(project_root):
     """The project's own sample corpus (always present, also in a fresh clone)."""
     source = {"kind": "prose_folder", "path": str(project_root / "data/01_raw/sample_corpus")}
-    sentences = split_documents(ingest_documents(source))
-    tok = train_tokenizer(sentences["text"].tolist(), vocab_size=8000)
-    corpus = build_corpus(
-        sentences["doc_id"].tolist(),
-        sentences["sentence_index"].to_numpy(),
-        tokenize_sentences(tok, sentences["text"].tolist()),
-    )
-    return corpus, vocab_from_tokenizer(tok)
+    _, _, corpus, vocab = _prepare(source)
+    return corpus, vocab
 
 
 def test_google_algorithm_statistics_on_wikitext(wikitext):

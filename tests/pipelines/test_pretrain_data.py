@@ -16,8 +16,6 @@ from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from mlflow.tracking import MlflowClient
 
-from tests.data.conftest import TOPICS, prose_document
-
 
 def _run(project_root: Path, runtime_params: dict) -> None:
     bootstrap_project(project_root)
@@ -36,17 +34,8 @@ def _params(tmp_path: Path, corpus: Path, **examples) -> dict:
     }
 
 
-@pytest.fixture
-def corpus(tmp_path: Path) -> Path:
-    folder = tmp_path / "corpus"
-    folder.mkdir()
-    for i, topic in enumerate(TOPICS):
-        (folder / f"{i:02d}_{topic}.txt").write_text(prose_document(topic), encoding="utf-8")
-    return folder
-
-
-def test_pretrain_data_pipeline_end_to_end(project_root, mlflow_uri, tmp_path, corpus):
-    _run(project_root, _params(tmp_path, corpus))
+def test_pretrain_data_pipeline_end_to_end(project_root, mlflow_uri, tmp_path, prose_folder):
+    _run(project_root, _params(tmp_path, prose_folder))
 
     data = tmp_path / "data"
     shards = sorted((data / "05_model_input" / "pretraining_examples").glob("*.parquet"))
@@ -69,9 +58,11 @@ def test_pretrain_data_pipeline_end_to_end(project_root, mlflow_uri, tmp_path, c
     assert artifacts == ["pretrain_data/pretrain_data_statistics.json"]
 
 
-def test_pretrain_data_bad_parameter_leaves_no_examples(project_root, mlflow_uri, tmp_path, corpus):
+def test_pretrain_data_bad_parameter_leaves_no_examples(
+    project_root, mlflow_uri, tmp_path, prose_folder
+):
     with pytest.raises(ValueError, match="max_seq_length=4 is too small"):
-        _run(project_root, _params(tmp_path, corpus, max_seq_length=4))
+        _run(project_root, _params(tmp_path, prose_folder, max_seq_length=4))
     assert not (tmp_path / "data" / "05_model_input" / "pretraining_examples").exists()
 
 

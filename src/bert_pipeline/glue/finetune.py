@@ -19,7 +19,7 @@ import lightning.pytorch as pl
 import pandas as pd
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from bert_pipeline.data.tokenizer import load_tokenizer
 from bert_pipeline.glue.features import GlueFeatures, encode_table
@@ -127,9 +127,14 @@ def check_checkpoint(checkpoint: Mapping, tokenizer: Tokenizer, source: str) -> 
 
 
 def build_classifier(
-    checkpoint: Mapping, task: GlueTask, source: str
+    checkpoint: Mapping, task: GlueTask, source: str, seed: int | None = None
 ) -> BertForSequenceClassification:
-    """The encoder from the checkpoint plus a fresh task head (any old head is dropped)."""
+    """The encoder from the checkpoint plus a fresh task head (any old head is dropped).
+
+    With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
+    whatever the encoder's init drew first), as transformers initializes a missing head after
+    `set_seed(seed)`: the same seed gives the same head on both sides.
+    """
     encoder_only = {
         **checkpoint,
         "state_dict": {
@@ -144,6 +149,12 @@ def build_classifier(
         )
     except ValueError as exc:
         raise CheckpointMismatchError(str(exc)) from exc
+    if seed is not None:
+        generator = torch.Generator().manual_seed(seed)
+        std = config.get("initializer_range", 0.02)
+        with torch.no_grad():
+            model.classifier.weight.normal_(0.0, std, generator=generator)
+            model.classifier.bias.zero_()
     return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
 
 
@@ -162,14 +173,16 @@ def _mlflow_epoch_logger(run_id: str, prefix: str):
 
 
 def _loader(features: GlueFeatures, batch_size: int, seed: int | None = None) -> DataLoader:
-    generator = None if seed is None else torch.Generator().manual_seed(seed)
-    return DataLoader(
-        features,
-        batch_size=batch_size,
-        shuffle=seed is not None,
-        generator=generator,
-        collate_fn=features.collate,
-    )
+    """Sequential, or shuffled with epoch e's order from seed + e.
+
+    That is accelerate's seedable sampler, which transformers' Trainer uses: a trial sees the
+    batches of the HF run with the same seed. DistributedSampler with one replica does exactly
+    this, and Lightning calls its set_epoch.
+    """
+    sampler = None
+    if seed is not None:
+        sampler = DistributedSampler(features, num_replicas=1, rank=0, shuffle=True, seed=seed)
+    return DataLoader(features, batch_size=batch_size, sampler=sampler, collate_fn=features.collate)
 
 
 @torch.no_grad()
@@ -243,8 +256,8 @@ def finetune_task(
     trials, best_module, best_trial = [], None, None
     for lr in config.learning_rates:
         for seed in config.seeds:
-            pl.seed_everything(seed, workers=True, verbose=False)
-            model = build_classifier(checkpoint, task, source)
+            model = build_classifier(checkpoint, task, source, seed)
+            pl.seed_everything(seed, workers=True, verbose=False)  # dropout, as Trainer(seed=)
             prefix = f"lr_{lr:g}_seed_{seed}/"
             module = GlueModule(
                 model,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+from bert_pipeline.glue.features import GlueFeatures, encode_table
+from bert_pipeline.glue.finetune import (
+    FinetuneConfig,
+    finetune_task,
+    predict,
+    tokenizer_from_checkpoint,
+)
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.module import linear_warmup_decay
 from bert_pipeline.glue.tasks import get_task
@@ -48,6 +54,12 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
     assert result.dev_metrics == again.dev_metrics
     model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
     assert model.num_labels == 3
+    tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
+    for split in ("dev_matched", "dev_mismatched"):  # kept predictions = the saved model's
+        frame = data[split]
+        features = GlueFeatures(encode_table(tokenizer, frame, 32), frame["label"], False)
+        kept = result.dev_predictions.query("split == @split")["prediction"].tolist()
+        assert predict(model, get_task("mnli"), features, 64).tolist() == kept
     assert result.checkpoint["config"]["id2label"]["2"] == "contradiction"
     assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
 

@@ -312,9 +312,9 @@ def finetune_task(
     model = best_module.model
     model.load_state_dict(best_module.best_state)
     dev_metrics = best_trial["history"][best_trial["best_epoch"]]["metrics"]
-    dev_preds = [
-        _prediction_frame(task, f, predict(model, task, feats, config.eval_batch_size))
-        for f, feats in zip(dev_frames, dev_features, strict=True)
+    dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
+        _prediction_frame(task, f, preds)
+        for f, preds in zip(dev_frames, best_module.best_predictions, strict=True)
     ]
     test_features = GlueFeatures(
         encode_table(tokenizer, test, config.max_seq_length), test["label"], task.is_regression

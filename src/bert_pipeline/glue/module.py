@@ -61,6 +61,7 @@ class GlueModule(pl.LightningModule):
         self.best_score = float("-inf")
         self.best_epoch = -1
         self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_predictions: list[torch.Tensor] = []  # per dev split, of the best epoch
         self._outputs: dict[int, tuple[list, list]] = {}
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -105,6 +106,7 @@ class GlueModule(pl.LightningModule):
             self.best_state = copy.deepcopy(
                 {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
             )
+            self.best_predictions = [torch.cat(p) for _, (p, _) in sorted(self._outputs.items())]
 
     def configure_optimizers(self):
         no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")

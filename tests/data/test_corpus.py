@@ -128,7 +128,7 @@ def test_non_utf8_file_is_named_unless_replacement_allowed(tmp_path: Path):
 
 
 def test_missing_empty_and_blank_sources(tmp_path: Path):
-    with pytest.raises(CorpusError, match=r"nowhere does not exist .*source.path"):
+    with pytest.raises(CorpusError, match=r"nowhere does not exist .*pretrain_corpus.path"):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "nowhere")})
     (tmp_path / "empty").mkdir()
     with pytest.raises(CorpusError, match=r"empty holds no files matching \['\*.txt'\]"):
@@ -137,7 +137,7 @@ def test_missing_empty_and_blank_sources(tmp_path: Path):
     (tmp_path / "blank" / "a.txt").write_text(" \n\n\t\n", encoding="utf-8")
     with pytest.raises(CorpusError, match="yielded no non-empty documents"):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "blank")})
-    with pytest.raises(CorpusError, match="source.kind='folder'"):
+    with pytest.raises(CorpusError, match="pretrain_corpus.kind='folder'"):
         ingest_documents({"kind": "folder", "path": str(tmp_path)})
     with pytest.raises(CorpusError, match="document_delimiter"):
         ingest_documents(

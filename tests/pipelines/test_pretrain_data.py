@@ -26,8 +26,8 @@ def _run(project_root: Path, runtime_params: dict) -> None:
 def _params(tmp_path: Path, corpus: Path, **examples) -> dict:
     return {
         "data_dir": str(tmp_path / "data"),
+        "corpus": {"path": str(corpus)},
         "pretrain_data": {
-            "source": {"path": str(corpus)},
             "tokenizer": {"vocab_size": 200},
             "examples": {"max_seq_length": 64, "dupe_factor": 2, "shard_size": 50, **examples},
         },

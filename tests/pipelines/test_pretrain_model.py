@@ -13,8 +13,8 @@ from kedro.framework.startup import bootstrap_project
 from bert_pipeline.model.checkpoint import load_pretrained
 
 TINY_RUN = {
+    "corpus": {"max_documents": 40},
     "pretrain_data": {
-        "source": {"max_documents": 40},
         "tokenizer": {"vocab_size": 800},
         "examples": {"dupe_factor": 1, "max_seq_length": 64},
     },

@@ -37,7 +37,7 @@ def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
     except UnicodeDecodeError as exc:
         raise CorpusError(
             f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}); "
-            "convert the file or set pretrain_data.source.encoding_errors: replace"
+            "convert the file or set encoding_errors: replace on the pretrain_corpus catalog entry"
         ) from exc
     return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
 
@@ -53,7 +53,7 @@ def _files(path: Path, globs: tuple[str, ...]) -> list[tuple[Path, str]]:
     """(file, document-id stem) pairs; the stem keeps sub-folders (AA/wiki_00, AB/wiki_00)."""
     if not path.exists():
         raise CorpusError(
-            f"corpus source {path} does not exist (parameter pretrain_data.source.path)"
+            f"corpus source {path} does not exist (pretrain_corpus.path in the catalog)"
         )
     if path.is_file():
         return [(path, path.stem)]
@@ -98,7 +98,7 @@ def _compile(pattern: str | None, name: str) -> re.Pattern | None:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise CorpusError(f"parameter pretrain_data.source.{name}={pattern!r}: {exc}") from exc
+        raise CorpusError(f"pretrain_corpus.{name}={pattern!r} in the catalog: {exc}") from exc
 
 
 def _table_rows(
@@ -113,7 +113,9 @@ def _table_rows(
         raise CorpusError(f"{path}: table sources must be .parquet or .jsonl files")
     for i, row in enumerate(rows):
         if text_column not in row:
-            raise CorpusError(f"{path} row {i}: no column {text_column!r} (parameter text_column)")
+            raise CorpusError(
+                f"{path} row {i}: no column {text_column!r} (pretrain_corpus.text_column)"
+            )
         doc_id = str(row[id_column]) if id_column else f"{stem}:{i}"
         yield {"doc_id": doc_id, "text": row[text_column], "row": i}
 
@@ -134,7 +136,7 @@ def _hf_rows(spec: dict[str, Any]) -> Iterator[dict]:
 
     name = spec.get("name")
     if not name:
-        raise CorpusError("parameter pretrain_data.source.hf.name is required for hf_dataset")
+        raise CorpusError("pretrain_corpus.hf.name (catalog) is required for kind hf_dataset")
     ds = datasets.load_dataset(
         name,
         spec.get("config"),
@@ -148,23 +150,23 @@ def _hf_rows(spec: dict[str, Any]) -> Iterator[dict]:
     for i, row in enumerate(ds):
         if text_column not in row:
             raise CorpusError(
-                f"{prefix} row {i}: no column {text_column!r} (parameter text_column)"
+                f"{prefix} row {i}: no column {text_column!r} (pretrain_corpus.text_column)"
             )
         doc_id = str(row[id_column]) if id_column else f"{prefix}:{i}"
         yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
 
 
 def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
-    """Documents table from the source described by `pretrain_data.source` parameters."""
+    """Documents table from a corpus source: the keys of the `pretrain_corpus` catalog entry."""
     kind = source.get("kind")
     if kind not in SOURCE_KINDS:
         raise CorpusError(
-            f"parameter pretrain_data.source.kind={kind!r}; use one of {SOURCE_KINDS}"
+            f"pretrain_corpus.kind={kind!r} in the catalog; use one of {SOURCE_KINDS}"
         )
     errors = source.get("encoding_errors", "strict")
     if errors not in ("strict", "replace"):
         raise CorpusError(
-            f"parameter pretrain_data.source.encoding_errors={errors!r}; strict|replace"
+            f"pretrain_corpus.encoding_errors={errors!r} in the catalog; strict|replace"
         )
     max_docs = source.get("max_documents")
     records: list[dict] = []

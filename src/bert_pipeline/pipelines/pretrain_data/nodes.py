@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 from tokenizers import Tokenizer
 
-from bert_pipeline.data.corpus import ingest_documents, split_documents
+from bert_pipeline.data.corpus import split_documents
 from bert_pipeline.data.examples import (
     ExampleConfig,
     build_corpus,
@@ -36,13 +36,14 @@ _EXAMPLE_KEYS = (
 )
 
 
-def ingest_corpus(source: dict[str, Any]) -> pd.DataFrame:
-    """Documents table (doc_id, source, text, layout) from the configured source."""
-    documents = ingest_documents(source)
-    logger.info(
-        "ingested %d documents from %s", len(documents), source.get("path") or source.get("hf")
-    )
-    return documents
+def ingest_corpus(corpus: pd.DataFrame) -> pd.DataFrame:
+    """Snapshot of the raw corpus as the documents table (doc_id, source, text, layout).
+
+    The catalog validates and stores it, so later stages never re-read the source (which may be
+    a streamed hub dataset) and a rerun from `split_sentences` sees the same documents.
+    """
+    logger.info("ingested %d documents from %d source(s)", len(corpus), corpus["source"].nunique())
+    return corpus
 
 
 def split_sentences(documents: pd.DataFrame, language: str) -> pd.DataFrame:

@@ -17,7 +17,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 ingest_corpus,
-                inputs="params:pretrain_data.source",
+                inputs="pretrain_corpus",
                 outputs="pretrain_documents",
                 name="ingest_corpus",
                 tags=["pretrain_data"],

@@ -1,0 +1,71 @@
+"""Kedro dataset for the raw pretraining corpus: text files, tables or a `datasets` dataset.
+
+Loading reads the source into the documents table (doc_id, source, text, layout) with
+`bert_pipeline.data.corpus.ingest_documents`; the source is described by the catalog entry, so
+the raw data shows up in the catalog and in kedro-viz like any other dataset. Read-only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from kedro.io.core import AbstractDataset, DatasetError
+
+from bert_pipeline.data.corpus import ingest_documents
+
+
+class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
+    """A raw text corpus.
+
+    Example catalog entry (the keys are those of `ingest_documents`)::
+
+        pretrain_corpus:
+          type: bert_pipeline.io.corpus_dataset.CorpusDataset
+          kind: prose_folder          # prose_folder | google_text | table | hf_dataset
+          path: data/01_raw/sample_corpus
+          document_delimiter: null    # prose_folder: regex of lines that start a document
+          hf: {name: wikimedia/wikipedia, config: 20231101.en, streaming: true}  # hf_dataset
+          max_documents: null
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        path: str | None = None,
+        glob: str | None = None,
+        document_delimiter: str | None = None,
+        skip_line_regex: str | None = None,
+        text_column: str = "text",
+        id_column: str | None = None,
+        hf: dict[str, Any] | None = None,
+        max_documents: int | None = None,
+        encoding_errors: str = "strict",
+        metadata: dict[str, Any] | None = None,
+    ):
+        self._source = {
+            "kind": kind,
+            "path": path,
+            "glob": glob,
+            "document_delimiter": document_delimiter,
+            "skip_line_regex": skip_line_regex,
+            "text_column": text_column,
+            "id_column": id_column,
+            "hf": dict(hf or {}),
+            "max_documents": max_documents,
+            "encoding_errors": encoding_errors,
+        }
+        self.metadata = metadata
+
+    def load(self) -> pd.DataFrame:
+        return ingest_documents(self._source)
+
+    def save(self, data: None) -> None:
+        raise DatasetError("CorpusDataset is read-only: it is the raw input of pretrain_data")
+
+    def _describe(self) -> dict[str, Any]:
+        keys = ("kind", "path", "glob", "max_documents")
+        described = {k: self._source[k] for k in keys if self._source[k] is not None}
+        if self._source["kind"] == "hf_dataset":
+            described["hf"] = self._source["hf"]
+        return described

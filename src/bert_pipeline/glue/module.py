@@ -88,9 +88,10 @@ class GlueModule(pl.LightningModule):
         labels.append(batch["labels"].cpu())
 
     def on_validation_epoch_end(self) -> None:
+        outputs = {i: (torch.cat(p), torch.cat(t)) for i, (p, t) in sorted(self._outputs.items())}
         metrics = {
-            self.dev_names[i]: compute_metrics(self.task, torch.cat(p), torch.cat(t))
-            for i, (p, t) in sorted(self._outputs.items())
+            self.dev_names[i]: compute_metrics(self.task, preds, labels)
+            for i, (preds, labels) in outputs.items()
         }
         score = task_score(metrics)
         self.history.append({"epoch": self.current_epoch, "score": score, "metrics": metrics})
@@ -106,7 +107,7 @@ class GlueModule(pl.LightningModule):
             self.best_state = copy.deepcopy(
                 {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
             )
-            self.best_predictions = [torch.cat(p) for _, (p, _) in sorted(self._outputs.items())]
+            self.best_predictions = [preds for preds, _ in outputs.values()]
 
     def configure_optimizers(self):
         no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")

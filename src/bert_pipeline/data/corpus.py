@@ -197,8 +197,8 @@ def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
             for doc_id, doc_text in docs:
                 add(doc_id, str(path), doc_text, layout)
     elif kind == "table":
+        text_column, id_column = source.get("text_column", "text"), source.get("id_column")
         for path, stem in _files(Path(source["path"]), globs):
-            text_column, id_column = source.get("text_column", "text"), source.get("id_column")
             for r in _table_rows(path, stem, text_column, id_column, errors):
                 add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
                 if max_docs and len(records) >= max_docs:

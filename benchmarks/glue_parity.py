@@ -98,9 +98,9 @@ def step_check(args: argparse.Namespace) -> dict:
     """
     import lightning.pytorch as pl
     import torch
-    from hf_glue_reference import Encoded
+    from hf_glue_reference import Encoded, training_arguments
     from torch.utils.data import DataLoader, SequentialSampler
-    from transformers import BertForSequenceClassification, Trainer, TrainingArguments
+    from transformers import BertForSequenceClassification, Trainer
 
     from bert_pipeline.glue.features import GlueFeatures, encode_table
     from bert_pipeline.glue.finetune import build_classifier, tokenizer_from_checkpoint
@@ -172,21 +172,13 @@ def step_check(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory() as out_dir:
         SequentialTrainer(
             model=hf,
-            args=TrainingArguments(
-                output_dir=out_dir,
-                per_device_train_batch_size=args.batch_size,
-                num_train_epochs=args.epochs,
+            args=training_arguments(
+                out_dir,
                 learning_rate=args.learning_rate,
-                lr_scheduler_type="linear",
+                batch_size=args.batch_size,
+                epochs=args.epochs,
                 warmup_steps=int(warmup * steps),
-                weight_decay=0.01,
-                optim="adamw_torch",
-                adam_epsilon=1e-6,
-                max_grad_norm=1.0,
                 seed=args.seeds[0],
-                save_strategy="no",
-                report_to="none",
-                use_cpu=True,
                 disable_tqdm=True,
             ),
             train_dataset=dataset,

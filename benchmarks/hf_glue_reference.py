@@ -65,6 +65,46 @@ def sklearn_metrics(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> di
     return out
 
 
+def training_arguments(
+    out_dir: str,
+    *,
+    learning_rate: float,
+    batch_size: int,
+    epochs: int,
+    warmup_steps: int,
+    seed: int,
+    weight_decay: float = 0.01,
+    gradient_clip_val: float = 1.0,
+    **extra,
+):
+    """Trainer arguments matching bert_pipeline.glue.finetune's optimizer and schedule.
+
+    Shared by the reference run and glue_parity.py's step check, so both compare against the
+    same hyperparameters: AdamW betas 0.9/0.999 eps 1e-6, linear warmup then decay, clipping.
+    """
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=out_dir,
+        per_device_train_batch_size=batch_size,
+        num_train_epochs=epochs,
+        learning_rate=learning_rate,
+        lr_scheduler_type="linear",
+        warmup_steps=warmup_steps,
+        weight_decay=weight_decay,
+        optim="adamw_torch",
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-6,
+        max_grad_norm=gradient_clip_val,
+        seed=seed,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        **extra,
+    )
+
+
 class Encoded(torch.utils.data.Dataset):
     def __init__(self, encodings: dict[str, list], labels: list):
         self.encodings, self.labels = encodings, labels
@@ -99,7 +139,6 @@ def run_reference(
         BertForSequenceClassification,
         DataCollatorWithPadding,
         Trainer,
-        TrainingArguments,
         set_seed,
     )
 
@@ -127,26 +166,18 @@ def run_reference(
         return sklearn_metrics(task, preds, prediction.label_ids)
 
     with tempfile.TemporaryDirectory() as out_dir:
-        args = TrainingArguments(
-            output_dir=out_dir,
-            per_device_train_batch_size=batch_size,
-            per_device_eval_batch_size=eval_batch_size,
-            num_train_epochs=epochs,
+        args = training_arguments(
+            out_dir,
             learning_rate=learning_rate,
-            lr_scheduler_type="linear",
+            batch_size=batch_size,
+            epochs=epochs,
             warmup_steps=int(warmup_proportion * steps),  # ours floors; warmup_ratio would ceil
-            weight_decay=weight_decay,
-            optim="adamw_torch",
-            adam_beta1=0.9,
-            adam_beta2=0.999,
-            adam_epsilon=1e-6,
-            max_grad_norm=gradient_clip_val,
             seed=seed,
+            weight_decay=weight_decay,
+            gradient_clip_val=gradient_clip_val,
+            per_device_eval_batch_size=eval_batch_size,
             eval_strategy="epoch",
-            save_strategy="no",
             logging_strategy="epoch",
-            report_to="none",
-            use_cpu=True,
             dataloader_num_workers=0,
             disable_tqdm=not progress_bar,
         )

@@ -35,3 +35,14 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
             os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def recover_directory(target: str | Path) -> None:
+    """Undoes what a killed `atomic_directory` left: puts the previous folder back if the kill
+    fell between the two renames, and removes the temporary siblings."""
+    target = Path(target)
+    old = target.with_name(f".{target.name}.old")
+    if old.is_dir() and not target.exists():
+        os.replace(old, target)
+    for leftover in target.parent.glob(f".{target.name}.*"):
+        shutil.rmtree(leftover, ignore_errors=True)

@@ -11,3 +11,7 @@ CONFIG_LOADER_ARGS = {
     "custom_resolvers": {"oc.env": oc.env},
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
 }
+
+from bert_pipeline.hooks import DaskClusterHooks  # noqa: E402
+
+HOOKS = (DaskClusterHooks(),)

@@ -68,3 +68,23 @@ def make_examples(tokenizer, n_docs: int = 24, seed: int = 1) -> pd.DataFrame:
 @pytest.fixture(scope="session")
 def tiny_examples(tiny_tokenizer) -> pd.DataFrame:
     return make_examples(tiny_tokenizer)
+
+
+def write_shards(frame: pd.DataFrame, tokenizer, folder, n_shards: int = 2):
+    """`frame` saved as a pretraining_examples folder (Arrow shards + manifest), loaded back."""
+    import pyarrow as pa
+
+    from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
+    from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    step = -(-table.num_rows // n_shards)
+    parts = [table.slice(i, step) for i in range(0, table.num_rows, step)]
+    dataset = ExampleShardsDataset(str(folder))
+    dataset.save(ExampleShards(parts, {"tokenizer_sha256": tokenizer_fingerprint(tokenizer)}))
+    return dataset.load()
+
+
+@pytest.fixture
+def tiny_shards(tmp_path, tiny_examples, tiny_tokenizer):
+    return write_shards(tiny_examples, tiny_tokenizer, tmp_path / "examples")

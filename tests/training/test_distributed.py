@@ -11,7 +11,7 @@ from bert_pipeline.training.launch import launch_subprocess
 
 
 def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
-    tmp_path, mlflow_uri, tiny_tokenizer, tiny_examples
+    tmp_path, mlflow_uri, tiny_tokenizer, tiny_shards
 ):
     params = {
         "model": {"preset": "tiny", "overrides": {"hidden_size": 32, "intermediate_size": 64}},
@@ -32,7 +32,7 @@ def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
     run = mlflow.MlflowClient().create_run(experiment.experiment_id)
 
     model, history, metrics = launch_subprocess(
-        tiny_examples, tiny_tokenizer, params, 2,
+        tiny_shards, tiny_tokenizer, params, 2,
         mlflow_run_id=run.info.run_id, mlflow_tracking_uri=mlflow_uri,
     )  # fmt: skip
 
@@ -52,12 +52,11 @@ def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
 
 
 def test_entry_point_without_kedro_opens_and_closes_its_own_run(
-    tmp_path, mlflow_uri, tiny_tokenizer, tiny_examples
+    tmp_path, mlflow_uri, tiny_tokenizer, tiny_shards
 ):
     from bert_pipeline.data.tokenizer import save_tokenizer
     from bert_pipeline.training.launch import main
 
-    tiny_examples.to_parquet(tmp_path / "examples.parquet")
     save_tokenizer(tiny_tokenizer, tmp_path / "tok")
     params = {
         "pretrain_model": {
@@ -70,7 +69,7 @@ def test_entry_point_without_kedro_opens_and_closes_its_own_run(
         }
     }
     (tmp_path / "params.json").write_text(json.dumps(params))
-    argv = ["--examples", str(tmp_path / "examples.parquet"), "--tokenizer", str(tmp_path / "tok"),
+    argv = ["--examples", str(tiny_shards.paths()[0].parent), "--tokenizer", str(tmp_path / "tok"),
             "--config", str(tmp_path / "params.json"), "--output", str(tmp_path / "out"),
             "--mlflow-tracking-uri", mlflow_uri, "--mlflow-experiment", "standalone"]  # fmt: skip
     assert main(argv) == 0

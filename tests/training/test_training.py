@@ -104,7 +104,8 @@ def test_split_holds_out_whole_documents(tiny_examples):
     table = ExampleTable(tiny_examples)
     train, val = split_indices(table, 0.2, seed=0)
     assert len(set(train) | set(val)) == len(table) and not set(train) & set(val)
-    assert not set(table.doc_ids[train]) & set(table.doc_ids[val])
+    docs = tiny_examples["a_doc_id"].to_numpy()
+    assert not set(docs[train]) & set(docs[val])
     assert 0.1 * len(table) < len(val) < 0.35 * len(table)
 
 

@@ -3,12 +3,19 @@
 Documents table: `doc_id` (unique str), `source` (file or dataset it came from), `text`, and
 `layout`: "sentences" when the text already holds one sentence per line (google's format), else
 "prose" (paragraphs separated by blank lines, possibly hard-wrapped).
+
+A corpus is read as independent partitions, one per file (`corpus_partitions` +
+`read_partition`), so Dask can read and split a corpus of any size file by file;
+`ingest_documents` reads them all into one table for small corpora and tests.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +24,8 @@ import pandas as pd
 
 LAYOUT_SENTENCES = "sentences"
 LAYOUT_PROSE = "prose"
-SOURCE_KINDS = ("google_text", "prose_folder", "table", "hf_dataset")
+SOURCE_KINDS = ("google_text", "prose_folder", "wikiextractor", "table", "hf_dataset")
+DOCUMENT_COLUMNS = ["doc_id", "source", "text", "layout"]
 
 _BLANK_LINES = re.compile(r"\n[ \t\f\v\r]*\n")
 _WHITESPACE = re.compile(r"\s+")
@@ -29,9 +37,33 @@ class CorpusError(ValueError):
     """Bad raw input: the message names the file, row or parameter."""
 
 
+_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+
+
+def read_bytes(path: Path) -> bytes:
+    """Bytes of `path`, decompressed for .gz and .bz2; a damaged archive names the file."""
+    opener = _OPENERS.get(path.suffix)
+    if opener is None:
+        return path.read_bytes()
+    try:
+        with opener(path, "rb") as fh:
+            return fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise CorpusError(
+            f"{path}: not a readable {path.suffix} file, truncated or corrupt ({exc})"
+        ) from exc
+
+
+def _stem(path: Path) -> Path:
+    """`AA/wiki_00.gz` -> `AA/wiki_00`, `book.txt.bz2` -> `book`."""
+    if path.suffix in _OPENERS:
+        path = path.with_suffix("")
+    return path.with_suffix("")
+
+
 def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
     """UTF-8 text of `path`; invalid bytes are an error naming the file unless `replace`."""
-    data = path.read_bytes()
+    data = read_bytes(path)
     try:
         text = data.decode("utf-8", errors=encoding_errors)
     except UnicodeDecodeError as exc:
@@ -43,9 +75,10 @@ def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
 
 
 DEFAULT_GLOBS = {
-    "google_text": ("*.txt",),
-    "prose_folder": ("*.txt",),
-    "table": ("*.parquet", "*.jsonl"),
+    "google_text": ("*.txt", "*.txt.gz", "*.txt.bz2"),
+    "prose_folder": ("*.txt", "*.txt.gz", "*.txt.bz2"),
+    "wikiextractor": ("wiki_*",),
+    "table": ("*.parquet", "*.jsonl", "*.jsonl.gz", "*.jsonl.bz2"),
 }
 
 
@@ -56,11 +89,11 @@ def _files(path: Path, globs: tuple[str, ...]) -> list[tuple[Path, str]]:
             f"corpus source {path} does not exist (pretrain_corpus.path in the catalog)"
         )
     if path.is_file():
-        return [(path, path.stem)]
+        return [(path, _stem(path).name)]
     files = sorted({p for glob in globs for p in path.rglob(glob) if p.is_file()})
     if not files:
         raise CorpusError(f"corpus source {path} holds no files matching {list(globs)}")
-    return [(p, p.relative_to(path).with_suffix("").as_posix()) for p in files]
+    return [(p, _stem(p.relative_to(path)).as_posix()) for p in files]
 
 
 def _google_documents(stem: str, text: str) -> Iterator[tuple[str, str]]:
@@ -90,6 +123,35 @@ def _prose_documents(
             current.append(ln)
     if any(x.strip() for x in current):
         yield (stem if delimiter is None else f"{stem}:{k}"), "\n".join(current)
+
+
+_WIKI_DOC = re.compile(r'<doc id="([^"]*)"[^>]*>\n(.*?)\n?</doc>', re.DOTALL)
+# a line that ends a sentence; WikiExtractor leaves section headings and list items without one
+_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s*$")
+
+
+def _wikiextractor_documents(
+    path: Path, text: str, title_line: str, heading_lines: str
+) -> Iterator[tuple[str, str]]:
+    """WikiExtractor output: `<doc id=.. url=.. title=..>`, the title line, paragraphs, `</doc>`.
+
+    Each article becomes one document with its paragraphs separated by blank lines; the doc_id is
+    Wikipedia's page id. Headings and list items (lines that do not end a sentence) are dropped
+    with `heading_lines: drop`, as google did for BERT's Wikipedia ("ignore lists, tables and
+    headers"); empty articles are dropped by the caller.
+    """
+    if "<doc " not in text or text.count("<doc ") != text.count("</doc>"):
+        raise CorpusError(
+            f"{path}: {text.count('<doc ')} <doc> but {text.count('</doc>')} </doc> tags "
+            "(truncated or not WikiExtractor output)"
+        )
+    for match in _WIKI_DOC.finditer(text):
+        lines = match.group(2).split("\n")
+        if title_line == "drop":
+            lines = lines[1:]
+        if heading_lines == "drop":
+            lines = [ln for ln in lines if _SENTENCE_END.search(ln)]
+        yield match.group(1), "\n\n".join(ln.strip() for ln in lines if ln.strip())
 
 
 def _compile(pattern: str | None, name: str) -> re.Pattern | None:
@@ -156,8 +218,7 @@ def _hf_rows(spec: dict[str, Any]) -> Iterator[dict]:
         yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
 
 
-def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
-    """Documents table from a corpus source: the keys of the `pretrain_corpus` catalog entry."""
+def _check_source(source: dict[str, Any]) -> tuple[str, str]:
     kind = source.get("kind")
     if kind not in SOURCE_KINDS:
         raise CorpusError(
@@ -168,10 +229,32 @@ def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
         raise CorpusError(
             f"pretrain_corpus.encoding_errors={errors!r} in the catalog; strict|replace"
         )
-    max_docs = source.get("max_documents")
-    records: list[dict] = []
-    where = (source.get("hf") or {}).get("name") if kind == "hf_dataset" else source.get("path")
+    for key in ("title_line", "heading_lines"):
+        if source.get(key, "drop") not in ("drop", "keep"):
+            raise CorpusError(f"pretrain_corpus.{key}={source[key]!r} in the catalog; drop|keep")
+    _compile(source.get("document_delimiter"), "document_delimiter")
+    _compile(source.get("skip_line_regex"), "skip_line_regex")
+    return kind, errors
+
+
+def corpus_partitions(source: dict[str, Any]) -> list[dict[str, Any]]:
+    """The independent pieces of a corpus source, in corpus order: one per file (one in all for
+    a `datasets` dataset). Each is the argument of `read_partition`."""
+    kind, _ = _check_source(source)
+    if kind == "hf_dataset":
+        return [{"source": source}]
     globs = (source["glob"],) if source.get("glob") else DEFAULT_GLOBS.get(kind, ())
+    return [
+        {"source": source, "path": str(path), "stem": stem}
+        for path, stem in _files(Path(source["path"]), globs)
+    ]
+
+
+def read_partition(part: dict[str, Any]) -> pd.DataFrame:
+    """The documents table of one partition (may be empty)."""
+    source = part["source"]
+    kind, errors = _check_source(source)
+    records: list[dict] = []
 
     def add(doc_id: str, src: str, text: Any, layout: str, row: int | None = None) -> None:
         if not isinstance(text, str):
@@ -182,41 +265,64 @@ def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
         if text.strip():
             records.append({"doc_id": doc_id, "source": src, "text": text, "layout": layout})
 
-    if kind in ("google_text", "prose_folder"):
-        files = _files(Path(source["path"]), globs)
-        delimiter = _compile(source.get("document_delimiter"), "document_delimiter")
-        skip = _compile(source.get("skip_line_regex"), "skip_line_regex")
-        for path, stem in files:
-            text = read_text_file(path, errors)
-            if kind == "google_text":
-                docs = _google_documents(stem, text)
-                layout = LAYOUT_SENTENCES
-            else:
-                docs = _prose_documents(stem, text, delimiter, skip)
-                layout = LAYOUT_PROSE
-            for doc_id, doc_text in docs:
-                add(doc_id, str(path), doc_text, layout)
-    elif kind == "table":
-        text_column, id_column = source.get("text_column", "text"), source.get("id_column")
-        for path, stem in _files(Path(source["path"]), globs):
-            for r in _table_rows(path, stem, text_column, id_column, errors):
-                add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
-                if max_docs and len(records) >= max_docs:
-                    break
-    else:
+    if kind == "hf_dataset":
+        max_docs = source.get("max_documents")
         for r in _hf_rows(source.get("hf") or {}):
             add(r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"])
             if max_docs and len(records) >= max_docs:
                 break
-    if max_docs:
-        records = records[: int(max_docs)]
-    if not records:
-        raise CorpusError(f"corpus source {where} ({kind}) yielded no non-empty documents")
-    frame = pd.DataFrame.from_records(records, columns=["doc_id", "source", "text", "layout"])
+    elif kind == "table":
+        path = Path(part["path"])
+        text_column, id_column = source.get("text_column", "text"), source.get("id_column")
+        for r in _table_rows(path, part["stem"], text_column, id_column, errors):
+            add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
+    else:
+        path, stem = Path(part["path"]), part["stem"]
+        text = read_text_file(path, errors)
+        if kind == "google_text":
+            docs, layout = _google_documents(stem, text), LAYOUT_SENTENCES
+        elif kind == "wikiextractor":
+            docs = _wikiextractor_documents(
+                path, text, source.get("title_line", "drop"), source.get("heading_lines", "drop")
+            )
+            layout = LAYOUT_PROSE
+        else:
+            delimiter = _compile(source.get("document_delimiter"), "document_delimiter")
+            skip = _compile(source.get("skip_line_regex"), "skip_line_regex")
+            docs, layout = _prose_documents(stem, text, delimiter, skip), LAYOUT_PROSE
+        for doc_id, doc_text in docs:
+            add(doc_id, str(path), doc_text, layout)
+    return pd.DataFrame.from_records(records, columns=DOCUMENT_COLUMNS)
+
+
+def check_documents(frame: pd.DataFrame, source: dict[str, Any]) -> pd.DataFrame:
+    """Corpus-wide checks: at least one document, unique doc_ids."""
+    where = (source.get("hf") or {}).get("name") if source["kind"] == "hf_dataset" else None
+    where = where or source.get("path")
+    if frame.empty:
+        raise CorpusError(
+            f"corpus source {where} ({source['kind']}) yielded no non-empty documents"
+        )
     dupes = frame["doc_id"][frame["doc_id"].duplicated()]
     if len(dupes):
         raise CorpusError(f"duplicate doc_id {dupes.iloc[0]!r} in {where}; set a unique id_column")
     return frame
+
+
+def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
+    """Documents table from a corpus source (the keys of the `pretrain_corpus` catalog entry),
+    read partition by partition in the calling process, up to `max_documents`."""
+    max_docs = source.get("max_documents")
+    frames, n = [], 0
+    for part in corpus_partitions(source):
+        frames.append(read_partition(part))
+        n += len(frames[-1])
+        if max_docs and n >= max_docs:
+            break
+    frame = pd.concat(frames, ignore_index=True)
+    if max_docs:
+        frame = frame.head(int(max_docs))
+    return check_documents(frame, source)
 
 
 def paragraphs(text: str, layout: str) -> list[str]:
@@ -233,7 +339,9 @@ def paragraphs(text: str, layout: str) -> list[str]:
     return out
 
 
-def split_documents(documents: pd.DataFrame, language: str = "en") -> pd.DataFrame:
+def split_documents(
+    documents: pd.DataFrame, language: str = "en", progress: bool = True
+) -> pd.DataFrame:
     """Sentences table (doc_id, sentence_index, text) in document order.
 
     Prose paragraphs go through `sentencex` (Wikimedia's rule-based splitter: abbreviations,
@@ -245,7 +353,7 @@ def split_documents(documents: pd.DataFrame, language: str = "en") -> pd.DataFra
     doc_col, idx_col, text_col = [], [], []
     rows = zip(documents["doc_id"], documents["text"], documents["layout"], strict=True)
     for doc_id, text, layout in tqdm(
-        rows, total=len(documents), desc="split_sentences", unit="doc"
+        rows, total=len(documents), desc="split_sentences", unit="doc", disable=not progress
     ):
         k = 0
         for para in paragraphs(text, layout):

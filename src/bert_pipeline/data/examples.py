@@ -6,11 +6,16 @@ leading chunk sentences; 50% random next from another document with the unused s
 `truncate_seq_pair`) runs once per chunk, never per token. Masking (`create_masked_lm_predictions`)
 is vectorized with numpy over all instances of a document.
 
-Randomness: every (dupe pass, document) pair owns a numpy stream from
-`SeedSequence([seed, pass, document])`, random-document choice included, so the result depends only
-on the seed and the corpus, not on `num_proc`. Google's Python `random` stream cannot be reproduced
-and is not attempted; the distributions are the same. Deliberate differences from google, each
-because google's behaviour breaks an invariant this project tests:
+A corpus is processed in shards of whole documents (`create_examples` gets one shard), as google's
+script is used in practice, one process per input shard, and as NVIDIA's LDDL does: the random next
+segment comes from another document of the same shard.
+
+Randomness: every (shard, dupe pass, document) triple owns a numpy stream from
+`SeedSequence([seed, shard, pass, document])`, random-document choice included, so the result
+depends only on the seed and the sharding, never on which worker runs a shard. Google's Python
+`random` stream cannot be reproduced and is not attempted; the distributions are the same.
+Deliberate differences from google, each because google's behaviour breaks an invariant this
+project tests:
 - the random next document is drawn uniformly among the *other* documents (google retries 10 times
   and may fall back to the same document, which happens 1 time in 1024 with two documents);
 - whole-word masking treats a `##` token right after `[SEP]` as a word start (google glues it to
@@ -21,15 +26,14 @@ because google's behaviour breaks an invariant this project tests:
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
+SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across shards
 
 
 @dataclass(frozen=True)
@@ -259,9 +263,11 @@ def _mask(
     return selected, original
 
 
-def _document_examples(corpus: Corpus, d: int, dupe: int, cfg: ExampleConfig, vocab: Vocab):
+def _document_examples(
+    corpus: Corpus, d: int, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int
+):
     """All instances of document `d` in dupe pass `dupe`, as flat arrays."""
-    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, dupe, d]))
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard, dupe, d]))
     struct = _document_structure(corpus, d, cfg, rng)
     if not struct:
         return None
@@ -310,79 +316,50 @@ def _document_examples(corpus: Corpus, d: int, dupe: int, cfg: ExampleConfig, vo
     }
 
 
-_WORKER: dict = {}
-
-
-def _init_worker(corpus: Corpus, cfg: ExampleConfig, vocab: Vocab) -> None:
-    _WORKER.update(corpus=corpus, cfg=cfg, vocab=vocab)
-
-
-def _run_tasks(tasks: list[tuple[int, int]]):
-    c, cfg, v = _WORKER["corpus"], _WORKER["cfg"], _WORKER["vocab"]
-    return [_document_examples(c, d, p, cfg, v) for p, d in tasks]
-
-
-def _balanced_chunks(tasks: list[tuple[int, int]], corpus: Corpus, n_chunks: int):
-    """Contiguous task groups of about equal token count (one long book must not make a
-    worker idle); the grouping only affects scheduling, never the result."""
-    doc_tokens = corpus.sent_start[corpus.doc_start[1:]] - corpus.sent_start[corpus.doc_start[:-1]]
-    weight = np.cumsum([doc_tokens[d] for _, d in tasks], dtype=np.float64)
-    bounds = np.searchsorted(weight, weight[-1] * np.arange(1, n_chunks) / n_chunks, side="right")
-    edges = np.unique(np.concatenate([[0], bounds, [len(tasks)]]))
-    return [tasks[a:b] for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
-
-
 def _concat(parts: list[dict]) -> dict:
     return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
 
 def create_examples(
-    corpus: Corpus, cfg: ExampleConfig, vocab: Vocab, num_proc: int = 1, progress: bool = True
+    corpus: Corpus, cfg: ExampleConfig, vocab: Vocab, shard: int = 0, progress: bool = True
 ) -> pa.Table:
-    """All pretraining examples of `corpus`, shuffled, as an Arrow table (the examples contract).
+    """All pretraining examples of one shard of documents, shuffled, as an Arrow table.
 
-    The output is identical for any `num_proc`: work is split into (pass, document) tasks whose
-    randomness is keyed by the task, and results are gathered in task order before shuffling.
+    google's `create_training_instances`: `dupe_factor` passes over the documents, every
+    document's instances, then one shuffle.
     """
     cfg.check()
     if corpus.n_docs == 0:
-        raise ValueError("no documents with tokens: nothing to build examples from")
+        raise ValueError(f"shard {shard}: no documents with tokens, nothing to build examples from")
     if corpus.n_docs < 2:
         raise ValueError(
-            f"only one document ({corpus.doc_ids[0]!r}): next-sentence prediction needs a "
-            "random next segment from a different document; supply at least 2 documents"
+            f"shard {shard}: only one document ({corpus.doc_ids[0]!r}): next-sentence prediction "
+            "needs a random next segment from a different document; supply at least 2 documents"
         )
-    tasks = [(p, d) for p in range(cfg.dupe_factor) for d in range(corpus.n_docs)]
-    chunks = _balanced_chunks(tasks, corpus, 8 * max(1, num_proc))
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=len(tasks), desc="create_examples", unit="doc", disable=not progress)
-    results: list = []
-    if num_proc <= 1:
-        _init_worker(corpus, cfg, vocab)
-        for c in chunks:
-            results.extend(_run_tasks(c))
-            bar.update(len(c))
-    else:
-        ctx = multiprocessing.get_context(
-            "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        )
-        with ProcessPoolExecutor(
-            num_proc, mp_context=ctx, initializer=_init_worker, initargs=(corpus, cfg, vocab)
-        ) as pool:
-            for c, res in zip(chunks, pool.map(_run_tasks, chunks), strict=True):
-                results.extend(res)
-                bar.update(len(c))
-    bar.close()
-    parts = [r for r in results if r is not None]
+    parts = []
+    with tqdm(
+        total=cfg.dupe_factor * corpus.n_docs,
+        desc="create_examples",
+        unit="doc",
+        disable=not progress,
+    ) as bar:
+        for dupe in range(cfg.dupe_factor):
+            for d in range(corpus.n_docs):
+                part = _document_examples(corpus, d, dupe, cfg, vocab, shard)
+                if part is not None:
+                    parts.append(part)
+            bar.update(corpus.n_docs)
     if not parts:
-        raise ValueError("the corpus produced no examples")
-    return _to_table(_concat(parts), corpus, cfg)
+        raise ValueError(f"shard {shard}: the documents produced no examples")
+    return _to_table(_concat(parts), corpus, cfg, shard)
 
 
-def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig) -> pa.Table:
+def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Table:
     n = len(x["lengths"])
-    perm = np.random.default_rng(np.random.SeedSequence([cfg.seed, _SHUFFLE_KEY])).permutation(n)
+    shuffle = np.random.SeedSequence([cfg.seed, _SHUFFLE_KEY, shard])
+    perm = np.random.default_rng(shuffle).permutation(n)
     lengths = x["lengths"]
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -413,7 +390,7 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig) -> pa.Table:
 
     return pa.table(
         {
-            "example_id": pa.array(np.arange(n, dtype=np.int64)),
+            "example_id": pa.array(shard * SHARD_ID_STRIDE + np.arange(n, dtype=np.int64)),
             "input_ids": lists(input_ids.astype(np.int32), new_off),
             "token_type_ids": lists(types, new_off),
             "masked_lm_positions": lists(x["masked_positions"][m_idx], new_m_off),

@@ -15,60 +15,108 @@ def _np(a) -> np.ndarray:
     return a.to_numpy(zero_copy_only=False) if hasattr(a, "to_numpy") else np.asarray(a)
 
 
-def example_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
+_SUMS = (
+    "n_examples",
+    "n_documents",
+    "n_tokens",
+    "n_full_length",
+    "n_is_next",
+    "n_masked_tokens",
+    "n_maskable_tokens",
+    "n_masked_uncapped",
+    "n_maskable_uncapped",
+    "n_cap_bound",
+    "n_shown_mask",
+    "n_shown_kept",
+)
+
+
+def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
+    """Sums and the length histogram of one shard; `merge_statistics` turns shards into rates."""
+    ids_col = table.column("input_ids").combine_chunks()
+    lengths = _np(pc.list_value_length(ids_col)).astype(np.int64)
+    labels = _np(table.column("next_sentence_label")).astype(np.int64)
+    edges = list(range(0, cfg.max_seq_length + 8, 8))
+    out: dict[str, Any] = dict.fromkeys(_SUMS, 0)
+    out.update(
+        n_examples=len(lengths),
+        n_tokens=int(lengths.sum()),
+        n_full_length=int((lengths == cfg.max_seq_length).sum()),
+        n_is_next=int((labels == 0).sum()),
+        histogram=np.histogram(lengths, bins=edges)[0],
+        # shards hold disjoint documents, so per-shard counts add up
+        n_documents=pc.count_distinct(table.column("a_doc_id")).as_py(),
+    )
+    if cfg.dynamic_masking or not len(lengths):
+        return out
+    pos_col = table.column("masked_lm_positions").combine_chunks()
+    n_masked = _np(pc.list_value_length(pos_col)).astype(np.int64)
+    maskable = lengths - 3
+    uncapped = n_masked < cfg.max_predictions_per_seq
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    rows = _np(pc.list_parent_indices(pos_col))
+    positions = _np(pc.list_flatten(pos_col)).astype(np.int64)
+    shown = _np(pc.list_flatten(ids_col))[offsets[rows] + positions]
+    original = _np(pc.list_flatten(table.column("masked_lm_ids").combine_chunks()))
+    is_mask = shown == vocab.mask_id
+    out.update(
+        n_masked_tokens=int(n_masked.sum()),
+        n_maskable_tokens=int(maskable.sum()),
+        n_masked_uncapped=int(n_masked[uncapped].sum()),
+        n_maskable_uncapped=int(maskable[uncapped].sum()),
+        n_cap_bound=int((~uncapped).sum()),
+        n_shown_mask=int(is_mask.sum()),
+        n_shown_kept=int((~is_mask & (shown == original)).sum()),
+    )
+    return out
+
+
+def merge_statistics(parts: list[dict[str, Any]], cfg: ExampleConfig) -> dict[str, Any]:
     """Counts, mask rates, 80/10/10 split, IsNext rate and length histogram, all measured.
 
     `selected_rate_uncapped` is selected / maskable tokens over examples whose prediction count
     is below `max_predictions_per_seq` (where the cap binds the rate is lower by design).
     Maskable = real tokens except [CLS] and the two [SEP].
     """
-    ids_col = table.column("input_ids").combine_chunks()
-    lengths = _np(pc.list_value_length(ids_col)).astype(np.int64)
-    labels = _np(table.column("next_sentence_label")).astype(np.int64)
-    n = len(lengths)
+    t = {k: sum(p[k] for p in parts) for k in _SUMS}
+    n = t["n_examples"]
     edges = list(range(0, cfg.max_seq_length + 8, 8))
-    hist, _ = np.histogram(lengths, bins=edges)
     stats: dict[str, Any] = {
         "n_examples": int(n),
-        "n_documents": int(len(set(_np(table.column("a_doc_id")).tolist()))),
-        "n_tokens": int(lengths.sum()),
-        "mean_length": float(lengths.mean()) if n else 0.0,
-        "full_length_rate": float((lengths == cfg.max_seq_length).mean()) if n else 0.0,
-        "is_next_rate": float((labels == 0).mean()) if n else 0.0,
-        "length_histogram": {"bin_edges": edges, "counts": hist.tolist()},
+        "n_documents": int(t["n_documents"]),
+        "n_tokens": int(t["n_tokens"]),
+        "mean_length": t["n_tokens"] / n if n else 0.0,
+        "full_length_rate": t["n_full_length"] / n if n else 0.0,
+        "is_next_rate": t["n_is_next"] / n if n else 0.0,
+        "length_histogram": {
+            "bin_edges": edges,
+            "counts": np.sum([p["histogram"] for p in parts], axis=0).tolist(),
+        },
         "masking": "dynamic" if cfg.dynamic_masking else "static",
+        "n_shards": len(parts),
     }
     if cfg.dynamic_masking or n == 0:
         return stats
-    pos_col = table.column("masked_lm_positions").combine_chunks()
-    n_masked = _np(pc.list_value_length(pos_col)).astype(np.int64)
-    maskable = lengths - 3
-    uncapped = n_masked < cfg.max_predictions_per_seq
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    rows = _np(pc.list_parent_indices(pos_col))
-    positions = _np(pc.list_flatten(pos_col)).astype(np.int64)
-    flat_ids = _np(pc.list_flatten(ids_col))
-    shown = flat_ids[offsets[rows] + positions]
-    original = _np(pc.list_flatten(table.column("masked_lm_ids").combine_chunks()))
-    total = max(1, len(shown))
-    is_mask = shown == vocab.mask_id
-    is_keep = ~is_mask & (shown == original)
+    shown = max(1, t["n_masked_tokens"])
     stats.update(
         {
-            "n_masked_tokens": int(n_masked.sum()),
-            "n_maskable_tokens": int(maskable.sum()),
-            "selected_rate": float(n_masked.sum() / max(1, maskable.sum())),
-            "selected_rate_uncapped": float(
-                n_masked[uncapped].sum() / max(1, maskable[uncapped].sum())
-            ),
-            "cap_bound_rate": float((~uncapped).mean()),
-            "mask_token_rate": float(is_mask.sum() / total),
-            "kept_rate": float(is_keep.sum() / total),
-            "random_token_rate": float((~is_mask & ~is_keep).sum() / total),
+            "n_masked_tokens": int(t["n_masked_tokens"]),
+            "n_maskable_tokens": int(t["n_maskable_tokens"]),
+            "selected_rate": t["n_masked_tokens"] / max(1, t["n_maskable_tokens"]),
+            "selected_rate_uncapped": t["n_masked_uncapped"] / max(1, t["n_maskable_uncapped"]),
+            "cap_bound_rate": t["n_cap_bound"] / n,
+            "mask_token_rate": t["n_shown_mask"] / shown,
+            "kept_rate": t["n_shown_kept"] / shown,
+            "random_token_rate": (shown - t["n_shown_mask"] - t["n_shown_kept"]) / shown,
         }
     )
     return stats
+
+
+def example_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
+    """Statistics of one in-memory examples table (tests, benchmarks)."""
+    return merge_statistics([partial_statistics(table, cfg, vocab)], cfg)
 
 
 METRIC_KEYS = (

@@ -1,28 +1,29 @@
 """Kedro dataset for the raw pretraining corpus: text files, tables or a `datasets` dataset.
 
-Loading reads the source into the documents table (doc_id, source, text, layout) with
-`bert_pipeline.data.corpus.ingest_documents`; the source is described by the catalog entry, so
-the raw data shows up in the catalog and in kedro-viz like any other dataset. Read-only.
+Loading returns the documents table (doc_id, source, text, layout) as a lazy Dask frame, one
+partition per file (`bert_pipeline.data.stages.documents_frame`); the source is described by the
+catalog entry, so the raw data shows up in the catalog and in kedro-viz like any other dataset.
+Read-only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
+import dask.dataframe as dd
 from kedro.io.core import AbstractDataset, DatasetError
 
-from bert_pipeline.data.corpus import ingest_documents
+from bert_pipeline.data.stages import documents_frame
 
 
-class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
+class CorpusDataset(AbstractDataset[None, dd.DataFrame]):
     """A raw text corpus.
 
     Example catalog entry (the keys are those of `ingest_documents`)::
 
         pretrain_corpus:
           type: bert_pipeline.io.corpus_dataset.CorpusDataset
-          kind: prose_folder          # prose_folder | google_text | table | hf_dataset
+          kind: prose_folder   # prose_folder | google_text | wikiextractor | table | hf_dataset
           path: data/01_raw/sample_corpus
           document_delimiter: null    # prose_folder: regex of lines that start a document
           hf: {name: wikimedia/wikipedia, config: 20231101.en, streaming: true}  # hf_dataset
@@ -36,6 +37,8 @@ class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
         glob: str | None = None,
         document_delimiter: str | None = None,
         skip_line_regex: str | None = None,
+        title_line: str = "drop",
+        heading_lines: str = "drop",
         text_column: str = "text",
         id_column: str | None = None,
         hf: dict[str, Any] | None = None,
@@ -49,6 +52,8 @@ class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
             "glob": glob,
             "document_delimiter": document_delimiter,
             "skip_line_regex": skip_line_regex,
+            "title_line": title_line,
+            "heading_lines": heading_lines,
             "text_column": text_column,
             "id_column": id_column,
             "hf": dict(hf or {}),
@@ -57,8 +62,8 @@ class CorpusDataset(AbstractDataset[None, pd.DataFrame]):
         }
         self.metadata = metadata
 
-    def load(self) -> pd.DataFrame:
-        return ingest_documents(self._source)
+    def load(self) -> dd.DataFrame:
+        return documents_frame(self._source)
 
     def save(self, data: None) -> None:
         raise DatasetError("CorpusDataset is read-only: it is the raw input of pretrain_data")

@@ -8,7 +8,6 @@ here, because a catalog validator's options are static YAML that cannot read par
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ class DocumentsSchema(pa.DataFrameModel):
 
     doc_id: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
     source: Series[str]
-    text: Series[str] = pa.Field(str_matches=r"\S")
+    text: Series[str] = pa.Field(str_contains=r"\S")
     layout: Series[str] = pa.Field(isin=["sentences", "prose"])
 
     class Config:
@@ -36,7 +35,7 @@ class SentencesSchema(pa.DataFrameModel):
 
     doc_id: Series[str] = pa.Field(str_length={"min_value": 1})
     sentence_index: Series[np.int32] = pa.Field(ge=0)
-    text: Series[str] = pa.Field(str_matches=r"\S")
+    text: Series[str] = pa.Field(str_contains=r"\S")
 
     class Config:
         strict = True
@@ -47,12 +46,16 @@ class SentencesSchema(pa.DataFrameModel):
     )
     @classmethod
     def contiguous_documents(cls, df: pd.DataFrame) -> Series[bool]:
-        new_doc = df["doc_id"].ne(df["doc_id"].shift())
-        expected = df.groupby(new_doc.cumsum()).cumcount()
-        starts = df["doc_id"][new_doc]
-        ok = df["sentence_index"].to_numpy() == expected.to_numpy()
+        doc = df["doc_id"].to_numpy(dtype=object)
+        new_doc = np.ones(len(doc), dtype=bool)
+        new_doc[1:] = doc[1:] != doc[:-1]
+        run = np.cumsum(new_doc) - 1
+        run_start = np.flatnonzero(new_doc)
+        expected = np.arange(len(doc)) - run_start[run]
+        ok = df["sentence_index"].to_numpy() == expected
+        starts = pd.Series(doc[new_doc])
         if starts.duplicated().any():
-            ok = ok & ~df["doc_id"].isin(starts[starts.duplicated()]).to_numpy()
+            ok = ok & ~np.isin(doc, starts[starts.duplicated()].to_numpy())
         return pd.Series(ok, index=df.index)
 
 
@@ -145,32 +148,72 @@ ExamplesFrameSchema = pa.DataFrameSchema(
 )
 
 
-class ExamplesValidator:
-    """Kedro validator for the sharded examples (a PartitionedDataset saves a dict of shards).
+def _short_report(exc: pa.errors.SchemaErrors, where: str) -> str:
+    """A few lines per failing check (check, count, up to 3 cases cut to 80 characters), never
+    whole documents."""
+    lines = [f"{where}: {exc.schema.name or 'schema'} failed"]
+    cases = exc.failure_cases
+    for (column, check), group in cases.groupby(["column", "check"], dropna=False, sort=False):
+        shown = ", ".join(repr(str(v))[:80] for v in group["failure_case"].head(3))
+        lines.append(f"  {column or 'frame'}: {check}: {len(group)} failure(s), e.g. {shown}")
+    return "\n".join(lines)
 
-    Validates each shard with `ExamplesFrameSchema` and example_id uniqueness across shards.
-    Meant for `on: save`; loading returns lazy loaders, which are validated when called.
+
+def validate_frame(schema: Any, frame: pd.DataFrame, where: str) -> pd.DataFrame:
+    try:
+        return schema.validate(frame, lazy=True)
+    except pa.errors.SchemaErrors as exc:
+        raise ValueError(_short_report(exc, where)) from None
+
+
+def _validate_partition(frame: pd.DataFrame, schema: Any, partition_info=None) -> pd.DataFrame:
+    number = partition_info["number"] if partition_info else "?"
+    return validate_frame(schema, frame, f"partition {number}")
+
+
+class PartitionValidator:
+    """Kedro validator for Dask frames: `schema` checks each partition on the worker that
+    computes it (lazily, when the dataset saves); pandas frames are checked at once.
+
+    Catalog: `validator: {class: bert_pipeline.schemas.pretraining.PartitionValidator,
+    options: {schema: bert_pipeline.schemas.pretraining.SentencesSchema}}`. Checks across
+    partitions (unique doc_id) are made by the stages themselves.
     """
+
+    def __init__(self, schema: str) -> None:
+        from kedro.utils import load_obj
+
+        self.schema = load_obj(schema)
 
     def validate(self, data: Any) -> Any:
         if isinstance(data, pd.DataFrame):
-            return ExamplesFrameSchema.validate(data, lazy=True)
-        if not isinstance(data, Mapping) or not data:
-            raise ValueError(f"expected a non-empty dict of shards, got {type(data).__name__}")
-        seen = 0
-        ids: list[np.ndarray] = []
-        for name, shard in data.items():
-            frame = shard() if isinstance(shard, Callable) else shard
-            try:
-                ExamplesFrameSchema.validate(frame, lazy=True)
-            except pa.errors.SchemaErrors as exc:
-                raise ValueError(f"shard {name!r}: {exc}") from exc
-            ids.append(frame["example_id"].to_numpy())
-            seen += len(frame)
-        all_ids = np.concatenate(ids)
-        if len(np.unique(all_ids)) != seen:
-            raise ValueError("example_id is not unique across shards")
-        return data
+            return validate_frame(self.schema, data, "table")
+        return data.map_partitions(_validate_partition, self.schema, meta=data._meta)
+
+
+def _validate_shard(table: pa_arrow.Table, name: str) -> pa_arrow.Table:
+    validate_frame(ExamplesFrameSchema, table.to_pandas(), name)
+    return table
+
+
+class ExamplesValidator:
+    """Kedro validator for the example shards (`ExampleShards`) or one examples frame.
+
+    Each shard is checked with `ExamplesFrameSchema` on the worker that builds it, before it is
+    written; example_id is unique across shards by construction (shard * 2**32 + row).
+    """
+
+    def validate(self, data: Any) -> Any:
+        from dask import delayed
+
+        from bert_pipeline.data.shards import ExampleShards, shard_name
+
+        if isinstance(data, pd.DataFrame):
+            return validate_frame(ExamplesFrameSchema, data, "examples")
+        if not isinstance(data, ExampleShards) or not data.parts:
+            raise ValueError(f"expected ExampleShards with shards, got {type(data).__name__}")
+        parts = [delayed(_validate_shard)(p, shard_name(k)) for k, p in enumerate(data.parts)]
+        return ExampleShards(parts=parts, manifest=data.manifest)
 
 
 def check_examples_against_parameters(

@@ -34,7 +34,13 @@ def _batch_seed(*keys: int) -> int:
 
 
 class ExampleTable:
-    """The examples table as flat numpy arrays + offsets: compact, and cheap to fork to workers."""
+    """Row access to the examples table without copying it.
+
+    A memory-mapped table (`ExampleShards.table()`) stays memory-mapped: every chunk keeps its
+    own values and offsets, and a row is read from the chunk that holds it, so a training
+    process touches only the rows it batches. What is held per row is small: the label, the
+    length and a 64-bit document key for the validation split.
+    """
 
     def __init__(self, examples: pd.DataFrame | pa.Table) -> None:
         table = (
@@ -49,17 +55,18 @@ class ExampleTable:
             )
         if table.num_rows == 0:
             raise ValueError("examples table is empty: nothing to train on")
-        self._lists: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        ids = table.column("input_ids")
+        self._chunk_start = np.cumsum([0] + [len(c) for c in ids.chunks], dtype=np.int64)
+        self._lists: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         for name in LIST_COLUMNS:
-            column = table.column(name).combine_chunks()
-            if isinstance(column, pa.ChunkedArray):  # empty table edge case
-                column = pa.concat_arrays(column.chunks)
-            offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-            values = column.values.to_numpy(zero_copy_only=False)
-            self._lists[name] = (values, offsets - offsets[0])
-        self.next_sentence_label = table.column("next_sentence_label").to_numpy().astype(np.int64)
-        self.doc_ids = (
-            np.asarray(table.column("a_doc_id").to_pylist(), dtype=object)
+            chunks = []
+            for chunk in table.column(name).chunks:
+                offsets = chunk.offsets.to_numpy(zero_copy_only=False)
+                chunks.append((chunk.values.to_numpy(zero_copy_only=False), offsets))
+            self._lists[name] = chunks
+        self.next_sentence_label = table.column("next_sentence_label").to_numpy().astype(np.int8)
+        self.doc_keys = (
+            np.concatenate([_hash_strings(c) for c in table.column("a_doc_id").chunks])
             if "a_doc_id" in table.column_names
             else None
         )
@@ -69,17 +76,24 @@ class ExampleTable:
         return self.num_rows
 
     def row(self, i: int) -> dict[str, Any]:
+        c = int(np.searchsorted(self._chunk_start, i, side="right")) - 1
+        j = i - int(self._chunk_start[c])
         out: dict[str, Any] = {}
-        for name, (values, offsets) in self._lists.items():
-            out[name] = values[offsets[i] : offsets[i + 1]]
+        for name, chunks in self._lists.items():
+            values, offsets = chunks[c]
+            out[name] = values[offsets[j] : offsets[j + 1]]
         out["next_sentence_label"] = int(self.next_sentence_label[i])
         return out
 
     def lengths(self, name: str = "input_ids") -> np.ndarray:
-        return np.diff(self._lists[name][1])
+        return np.concatenate([np.diff(offsets) for _, offsets in self._lists[name]])
 
     def has_static_masks(self) -> bool:
-        return bool(self.lengths("masked_lm_positions").sum() > 0)
+        return any(len(values) for values, _ in self._lists["masked_lm_positions"])
+
+
+def _hash_strings(chunk: pa.Array) -> np.ndarray:
+    return pd.util.hash_array(np.asarray(chunk.to_numpy(zero_copy_only=False), dtype=object))
 
 
 def split_indices(
@@ -95,18 +109,19 @@ def split_indices(
     if n < 2:
         raise ValueError(f"need at least 2 examples to hold some out for validation, got {n}")
     rng = np.random.default_rng(seed)
-    if table.doc_ids is None:
+    if table.doc_keys is None:
         order = rng.permutation(n)
         return np.sort(order[target:]), np.sort(order[:target])
-    docs, inverse = np.unique(table.doc_ids.astype(str), return_inverse=True)
-    val_mask = np.zeros(n, dtype=bool)
-    for d in rng.permutation(len(docs)):
-        if val_mask.sum() >= target:
+    _, inverse, counts = np.unique(table.doc_keys, return_inverse=True, return_counts=True)
+    held, total = [], 0
+    for d in rng.permutation(len(counts)):
+        if total >= target:
             break
-        candidate = val_mask | (inverse == d)
-        if candidate.sum() >= n:  # never hold out everything
+        if total + counts[d] >= n:  # never hold out everything
             continue
-        val_mask = candidate
+        held.append(d)
+        total += int(counts[d])
+    val_mask = np.isin(inverse, held)
     return np.flatnonzero(~val_mask), np.flatnonzero(val_mask)
 
 

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 import yaml
 from tokenizers import Tokenizer
 
+from bert_pipeline.data.shards import ExampleShards, load_example_shards
 from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
 from bert_pipeline.model.checkpoint import load_pretrained, save_pretrained
 from bert_pipeline.training.config import TrainingConfig
@@ -78,7 +78,7 @@ def _global_rank() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--examples", required=True, help="parquet file or folder of shards")
+    parser.add_argument("--examples", required=True, help="pretraining_examples folder (shards)")
     parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json/vocab.txt")
     parser.add_argument("--config", required=True, help="pretrain_model parameters (YAML/JSON)")
     parser.add_argument("--output", required=True, help="folder for model/, history, metrics")
@@ -91,8 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
     cfg = TrainingConfig.from_params(read_params(args.config))
-    examples = pq.read_table(args.examples)
     tokenizer = load_tokenizer(args.tokenizer)
+    shards = load_example_shards(args.examples)
+    shards.check_tokenizer(tokenizer, where=args.examples)
+    examples = shards.table()
 
     run_id, owns_run = args.mlflow_run_id, False
     if not run_id and args.mlflow_experiment and _global_rank() == 0:
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def launch_subprocess(
-    examples: pd.DataFrame,
+    examples: ExampleShards,
     tokenizer: Tokenizer,
     params: dict[str, Any],
     nproc_per_node: int,
@@ -139,19 +141,18 @@ def launch_subprocess(
 ) -> tuple[Any, pd.DataFrame, dict[str, Any]]:
     """Runs the entry point under torchrun on this machine; returns (model, history, metrics).
 
-    The catalog inputs go to a temporary folder (examples parquet, tokenizer, params JSON) so the
-    worker processes never import or re-run Kedro.
+    The tokenizer and parameters go to a temporary folder, the processes map the examples' own
+    shard files; they never import or re-run Kedro.
     """
     workdir = Path(tempfile.mkdtemp(prefix="bert_pretrain_"))
     try:
-        examples.to_parquet(workdir / "examples.parquet", index=False)
         save_tokenizer(tokenizer, workdir / "tokenizer")
         (workdir / "params.json").write_text(json.dumps(params), encoding="utf-8")
         output = workdir / "output"
         command = [
             sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
             f"--nproc_per_node={nproc_per_node}", "-m", "bert_pipeline.training.launch",
-            "--examples", str(workdir / "examples.parquet"),
+            "--examples", str(examples.paths()[0].parent),
             "--tokenizer", str(workdir / "tokenizer"),
             "--config", str(workdir / "params.json"),
             "--output", str(output),

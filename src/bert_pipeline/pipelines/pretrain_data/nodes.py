@@ -1,27 +1,28 @@
-"""Thin Kedro nodes over `bert_pipeline.data`; all data moves through the catalog."""
+"""Thin Kedro nodes over `bert_pipeline.data`; all data moves through the catalog.
+
+The corpus-sized stages return lazy Dask collections; the catalog datasets compute them
+partition by partition on the Dask client that `bert_pipeline.hooks.DaskClusterHooks` opens for
+nodes tagged `dask`.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-import pandas as pd
-import pyarrow as pa
+import dask.dataframe as dd
 from tokenizers import Tokenizer
 
-from bert_pipeline.data.corpus import split_documents
-from bert_pipeline.data.examples import (
-    ExampleConfig,
-    build_corpus,
-    tokenize_sentences,
-    vocab_from_tokenizer,
+from bert_pipeline.data.examples import ExampleConfig
+from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
+from bert_pipeline.data.stages import (
+    example_shards,
+    sample_sentences,
+    sentences_frame,
+    shard_statistics,
 )
-from bert_pipeline.data.examples import (
-    create_examples as build_examples,
-)
-from bert_pipeline.data.stats import example_statistics, mlflow_metrics
+from bert_pipeline.data.stats import merge_statistics, mlflow_metrics
 from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
-from bert_pipeline.schemas.pretraining import check_examples_against_parameters
 
 logger = logging.getLogger(__name__)
 
@@ -36,34 +37,33 @@ _EXAMPLE_KEYS = (
 )
 
 
-def ingest_corpus(corpus: pd.DataFrame) -> pd.DataFrame:
+def ingest_corpus(corpus: dd.DataFrame) -> dd.DataFrame:
     """Snapshot of the raw corpus as the documents table (doc_id, source, text, layout).
 
     The catalog validates and stores it, so later stages never re-read the source (which may be
     a streamed hub dataset) and a rerun from `split_sentences` sees the same documents.
     """
-    logger.info("ingested %d documents from %d source(s)", len(corpus), corpus["source"].nunique())
+    logger.info("ingesting the corpus in %d partition(s)", corpus.npartitions)
     return corpus
 
 
-def split_sentences(documents: pd.DataFrame, language: str) -> pd.DataFrame:
-    """Sentences table (doc_id, sentence_index, text), documents kept apart and in order."""
-    sentences = split_documents(documents, language=language)
-    logger.info("split %d documents into %d sentences", len(documents), len(sentences))
-    return sentences
+def split_sentences(documents: dd.DataFrame, language: str) -> dd.DataFrame:
+    """Sentences table (doc_id, sentence_index, text), indexed by document number."""
+    return sentences_frame(documents, language)
 
 
-def build_tokenizer(sentences: pd.DataFrame, params: dict[str, Any]) -> Tokenizer:
-    """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece."""
+def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenizer:
+    """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece
+    on a seeded sample of `sample_size` sentences."""
     if params.get("vocab_file"):
         return tokenizer_from_vocab(params["vocab_file"], lowercase=params.get("lowercase", True))
-    texts = sentences["text"].tolist()
+    texts = sample_sentences(sentences, int(params["sample_size"]), int(params["seed"]))
+    logger.info("training WordPiece on %d sampled sentences", len(texts))
     return train_tokenizer(
         texts,
         vocab_size=int(params["vocab_size"]),
         lowercase=bool(params.get("lowercase", True)),
         min_frequency=int(params.get("min_frequency", 2)),
-        length=len(texts),
     )
 
 
@@ -73,44 +73,46 @@ def example_config(params: dict[str, Any]) -> ExampleConfig:
         raise ValueError(
             f"parameter pretrain_data.examples.masking={masking!r}; use static|dynamic"
         )
-    unknown = set(params) - set(_EXAMPLE_KEYS) - {"masking", "num_proc", "shard_size"}
+    unknown = set(params) - set(_EXAMPLE_KEYS) - {"masking", "documents_per_shard"}
     if unknown:
         raise ValueError(f"unknown parameter(s) pretrain_data.examples.{sorted(unknown)}")
-    return ExampleConfig(
+    cfg = ExampleConfig(
         **{k: params[k] for k in _EXAMPLE_KEYS if k in params},
         dynamic_masking=masking == "dynamic",
     )
+    cfg.check()
+    return cfg
 
 
 def create_examples(
-    sentences: pd.DataFrame, tokenizer: Tokenizer, params: dict[str, Any]
-) -> tuple[dict[str, pd.DataFrame], dict[str, Any], dict[str, dict[str, float]]]:
-    """Sharded examples (Parquet partitions), the statistics report and its MLflow metrics."""
+    sentences: dd.DataFrame, tokenizer: Tokenizer, params: dict[str, Any]
+) -> ExampleShards:
+    """Lazy example shards, stamped with the tokenizer and parameters that make them."""
     cfg = example_config(params)
-    cfg.check()
-    vocab = vocab_from_tokenizer(tokenizer)
-    token_lists = tokenize_sentences(tokenizer, sentences["text"].tolist())
-    corpus = build_corpus(
-        sentences["doc_id"].tolist(), sentences["sentence_index"].to_numpy(), token_lists
-    )
-    table = build_examples(corpus, cfg, vocab, num_proc=int(params.get("num_proc", 1)))
-    check_examples_against_parameters(table, cfg.max_seq_length, vocab.size)
-    stats = example_statistics(table, cfg, vocab)
-    stats["parameters"] = {**cfg.__dict__, "num_proc": int(params.get("num_proc", 1))}
+    per_shard = int(params["documents_per_shard"])
+    parts = example_shards(sentences, tokenizer, cfg, per_shard)
+    logger.info("creating examples in %d shard(s) of ~%d documents", len(parts), per_shard)
+    manifest = {
+        "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
+        "parameters": {**cfg.__dict__, "documents_per_shard": per_shard},
+    }
+    return ExampleShards(parts=parts, manifest=manifest)
+
+
+def summarize_examples(
+    examples: ExampleShards, tokenizer: Tokenizer, params: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
+    """The statistics report (per shard, merged) and its MLflow metrics."""
+    examples.check_tokenizer(tokenizer)
+    cfg = example_config(params)
+    stats = merge_statistics(shard_statistics(examples.paths(), cfg, tokenizer), cfg)
+    stats["parameters"] = examples.manifest["parameters"]
     logger.info(
-        "created %d examples from %d documents (selected %.4f, IsNext %.4f)",
+        "%d examples from %d documents in %d shard(s) (selected %.4f, IsNext %.4f)",
         stats["n_examples"],
-        corpus.n_docs,
+        stats["n_documents"],
+        stats["n_shards"],
         stats.get("selected_rate", float("nan")),
         stats["is_next_rate"],
     )
-    return _shards(table, int(params.get("shard_size", 100_000))), stats, mlflow_metrics(stats)
-
-
-def _shards(table: pa.Table, shard_size: int) -> dict[str, pd.DataFrame]:
-    if shard_size < 1:
-        raise ValueError(f"parameter pretrain_data.examples.shard_size={shard_size} must be >= 1")
-    return {
-        f"part-{i // shard_size:05d}": table.slice(i, shard_size).to_pandas()
-        for i in range(0, table.num_rows, shard_size)
-    }
+    return stats, mlflow_metrics(stats)

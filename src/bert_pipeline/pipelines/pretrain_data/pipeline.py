@@ -1,4 +1,7 @@
-"""The `pretrain_data` pipeline: raw corpus to sharded BERT pretraining examples."""
+"""The `pretrain_data` pipeline: raw corpus to sharded BERT pretraining examples.
+
+Nodes tagged `dask` run their work on the Dask cluster (`bert_pipeline.hooks`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,10 @@ from bert_pipeline.pipelines.pretrain_data.nodes import (
     create_examples,
     ingest_corpus,
     split_sentences,
+    summarize_examples,
 )
+
+TAGS = ["pretrain_data", "dask"]
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -20,32 +26,35 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs="pretrain_corpus",
                 outputs="pretrain_documents",
                 name="ingest_corpus",
-                tags=["pretrain_data"],
+                tags=TAGS,
             ),
             Node(
                 split_sentences,
                 inputs=["pretrain_documents", "params:pretrain_data.language"],
                 outputs="pretrain_sentences",
                 name="split_sentences",
-                tags=["pretrain_data"],
+                tags=TAGS,
             ),
             Node(
                 build_tokenizer,
                 inputs=["pretrain_sentences", "params:pretrain_data.tokenizer"],
                 outputs="tokenizer",
                 name="build_tokenizer",
-                tags=["pretrain_data", "tokenizer"],
+                tags=[*TAGS, "tokenizer"],
             ),
             Node(
                 create_examples,
                 inputs=["pretrain_sentences", "tokenizer", "params:pretrain_data.examples"],
-                outputs=[
-                    "pretraining_examples",
-                    "pretrain_data_statistics",
-                    "pretrain_data_metrics",
-                ],
+                outputs="pretraining_examples",
                 name="create_examples",
-                tags=["pretrain_data"],
+                tags=TAGS,
+            ),
+            Node(
+                summarize_examples,
+                inputs=["pretraining_examples", "tokenizer", "params:pretrain_data.examples"],
+                outputs=["pretrain_data_statistics", "pretrain_data_metrics"],
+                name="summarize_examples",
+                tags=TAGS,
             ),
         ]
     )

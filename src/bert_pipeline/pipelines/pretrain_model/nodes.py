@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import matplotlib
@@ -16,6 +15,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
+from bert_pipeline.data.shards import ExampleShards  # noqa: E402
 from bert_pipeline.data.tokenizer import save_tokenizer  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint, tokenizer_files_from  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
@@ -23,14 +23,6 @@ from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
 from bert_pipeline.training.trainer import run_training  # noqa: E402
 
 logger = logging.getLogger(__name__)
-
-
-def _as_frame(examples: pd.DataFrame | dict[str, Callable[[], pd.DataFrame]]) -> pd.DataFrame:
-    """A DataFrame, or the partitions of a PartitionedDataset concatenated in key order."""
-    if isinstance(examples, pd.DataFrame):
-        return examples
-    parts = [examples[key]() for key in sorted(examples)]
-    return pd.concat(parts, ignore_index=True)
 
 
 def _local_processes(cfg: TrainingConfig) -> int:
@@ -48,7 +40,7 @@ def _local_processes(cfg: TrainingConfig) -> int:
 
 
 def pretrain_bert(
-    examples: pd.DataFrame | dict[str, Callable[[], pd.DataFrame]],
+    examples: ExampleShards,
     tokenizer: Tokenizer,
     params: dict[str, Any],
 ) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Any]]:
@@ -56,20 +48,26 @@ def pretrain_bert(
 
     Metrics go live into the MLflow run kedro-mlflow opened for this pipeline. With more than
     one device the training runs under torchrun in child processes (never `kedro run` per rank).
+    Examples made with another tokenizer (a data run that did not finish) are refused.
     """
     cfg = TrainingConfig.from_params(params)
-    frame = _as_frame(examples)
+    examples.check_tokenizer(tokenizer)
     active = mlflow.active_run()
     run_id = active.info.run_id if active else None
     tracking_uri = mlflow.get_tracking_uri() if active else None
     nproc = _local_processes(cfg)
     if nproc > 1:
         model, history, metrics = launch_subprocess(
-            frame, tokenizer, params, nproc, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
+            examples,
+            tokenizer,
+            params,
+            nproc,
+            mlflow_run_id=run_id,
+            mlflow_tracking_uri=tracking_uri,
         )
     else:
         result = run_training(
-            frame, tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
+            examples.table(), tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
         )
         model, history, metrics = result.model, result.history, result.metrics
     with tempfile.TemporaryDirectory() as tmp:

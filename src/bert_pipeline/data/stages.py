@@ -1,0 +1,180 @@
+"""The pretraining data stages as Dask graphs, partition by partition.
+
+Ingestion reads one partition per corpus file; sentence splitting maps over those partitions and
+numbers documents globally (`doc_index`, the sentences' index, so the partitions have known
+divisions); example creation regroups whole documents into shards of `documents_per_shard`
+consecutive documents (Dask repartitions along the divisions: neighbouring partitions only, no
+all-to-all shuffle) and builds each shard's examples on a worker. Nothing here holds the corpus
+in one process; what a function returns to the caller is small (counts, a sentence sample).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from dask import delayed
+from tokenizers import Tokenizer
+
+from bert_pipeline.data.cluster import compute
+from bert_pipeline.data.corpus import (
+    DOCUMENT_COLUMNS,
+    CorpusError,
+    check_documents,
+    corpus_partitions,
+    ingest_documents,
+    read_partition,
+    split_documents,
+)
+from bert_pipeline.data.examples import (
+    ExampleConfig,
+    build_corpus,
+    create_examples,
+    tokenize_sentences,
+    vocab_from_tokenizer,
+)
+from bert_pipeline.data.stats import partial_statistics
+from bert_pipeline.schemas.pretraining import check_examples_against_parameters
+
+INDEX = "doc_index"
+SENTENCE_META = pd.DataFrame(
+    {
+        "doc_id": pd.Series(dtype=object),
+        "sentence_index": pd.Series(dtype="int32"),
+        "text": pd.Series(dtype=object),
+    },
+    index=pd.Index([], dtype="int64", name=INDEX),
+)
+
+
+def documents_frame(source: dict[str, Any]) -> dd.DataFrame:
+    """The corpus as a lazy documents frame, one partition per file.
+
+    With `max_documents` the files are read in order in this process until enough documents
+    are found (a quick look at a big corpus must not read all of it).
+    """
+    if source.get("max_documents"):
+        frame = ingest_documents(source)
+        return dd.from_pandas(frame, npartitions=1, sort=False)
+    meta = pd.DataFrame({c: pd.Series(dtype=object) for c in DOCUMENT_COLUMNS})
+    return dd.from_map(read_partition, corpus_partitions(source), meta=meta, label="read-corpus")
+
+
+def _doc_id_hashes(frame: pd.DataFrame) -> np.ndarray:
+    return pd.util.hash_pandas_object(frame["doc_id"], index=False).to_numpy()
+
+
+def _split_partition(frame: pd.DataFrame, first: int, language: str) -> pd.DataFrame:
+    try:
+        sentences = split_documents(frame, language=language, progress=False)
+    except CorpusError:  # only blank documents here; an empty corpus is caught in shard_divisions
+        return SENTENCE_META
+    position = pd.Series(
+        np.arange(first, first + len(frame), dtype=np.int64), index=frame["doc_id"]
+    )
+    sentences.index = pd.Index(position.loc[sentences["doc_id"]].to_numpy(), name=INDEX)
+    return sentences
+
+
+def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
+    """Sentences (doc_id, sentence_index, text) indexed by the global document number."""
+    hashes = compute(
+        "count documents", [delayed(_doc_id_hashes)(p) for p in documents.to_delayed()]
+    )
+    counts = np.array([len(h) for h in hashes], dtype=np.int64)
+    if counts.sum() == 0:
+        raise CorpusError("the corpus yielded no non-empty documents")
+    every = np.concatenate(hashes)
+    if len(np.unique(every)) != len(every):
+        check_documents(documents.compute(), {"kind": "corpus"})  # names the duplicate id
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    parts, divisions = [], []
+    for part, n, first in zip(documents.to_delayed(), counts, starts[:-1], strict=True):
+        if n:
+            parts.append(delayed(_split_partition)(part, int(first), language))
+            divisions.append(int(first))
+    divisions.append(int(starts[-1] - 1))
+    return dd.from_delayed(parts, meta=SENTENCE_META, divisions=divisions, verify_meta=False)
+
+
+def _sample(frame: pd.DataFrame, threshold: int, hash_key: str) -> pd.Series:
+    keys = pd.util.hash_pandas_object(
+        frame[["doc_id", "sentence_index"]], index=False, hash_key=hash_key
+    ).to_numpy()
+    return frame["text"][keys <= np.uint64(threshold)]
+
+
+def sample_sentences(sentences: dd.DataFrame, sample_size: int, seed: int) -> list[str]:
+    """A seeded sample of about `sample_size` sentences (all of a smaller corpus), corpus order.
+
+    A sentence is in the sample when a seeded hash of (doc_id, sentence_index) falls below a
+    threshold: the sample does not depend on the partitioning or the number of workers.
+    """
+    (total,) = compute("count sentences", [sentences.map_partitions(len).sum()])
+    threshold = 2**64 - 1 if sample_size >= total else int(2**64 * sample_size / total)
+    hash_key = f"{seed:016d}"[-16:]
+    sampled = sentences.map_partitions(_sample, threshold, hash_key, meta=("text", object))
+    (texts,) = compute("sample sentences", [sampled])
+    return texts.tolist()
+
+
+def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[int]:
+    """Document-number boundaries of the example shards.
+
+    Consecutive documents, `documents_per_shard` or a few more per shard, so no shard has a
+    single document (next-sentence prediction draws B from another document of the shard).
+    """
+    if documents_per_shard < 2:
+        raise ValueError(
+            f"parameter pretrain_data.examples.documents_per_shard={documents_per_shard} must "
+            "be >= 2: a random next segment comes from another document of the same shard"
+        )
+    unique = sentences.map_partitions(
+        lambda f: pd.Series(f.index.unique(), dtype="int64"), meta=(INDEX, "int64")
+    )
+    (docs,) = compute("plan shards", [unique])
+    docs = docs.to_numpy()
+    if not len(docs):
+        raise CorpusError("no sentences left after cleaning: every document is empty")
+    n_shards = max(1, len(docs) // documents_per_shard)
+    starts = [int(docs[math.floor(k * len(docs) / n_shards)]) for k in range(n_shards)]
+    return [*starts, int(docs[-1])]
+
+
+def _shard_examples(frame: pd.DataFrame, shard: int, tokenizer_json: str, cfg: ExampleConfig):
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    vocab = vocab_from_tokenizer(tokenizer)
+    token_lists = tokenize_sentences(tokenizer, frame["text"].tolist())
+    corpus = build_corpus(frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), token_lists)
+    table = create_examples(corpus, cfg, vocab, shard=shard, progress=False)
+    check_examples_against_parameters(table, cfg.max_seq_length, vocab.size)
+    return table
+
+
+def example_shards(
+    sentences: dd.DataFrame, tokenizer: Tokenizer, cfg: ExampleConfig, documents_per_shard: int
+) -> list[Any]:
+    """One lazy Arrow table of examples per shard of documents."""
+    divisions = shard_divisions(sentences, documents_per_shard)
+    shards = sentences.repartition(divisions=divisions).to_delayed()
+    tokenizer_json = delayed(tokenizer.to_str(), pure=True)
+    return [
+        delayed(_shard_examples, pure=True)(part, k, tokenizer_json, cfg)
+        for k, part in enumerate(shards)
+    ]
+
+
+def shard_statistics(paths: list[Any], cfg: ExampleConfig, tokenizer: Tokenizer) -> list[dict]:
+    """`partial_statistics` of every saved shard, each computed where the shard is read."""
+    from bert_pipeline.data.shards import read_shard
+
+    vocab = vocab_from_tokenizer(tokenizer)
+
+    def one(path) -> dict:
+        return partial_statistics(read_shard(path), cfg, vocab)
+
+    names = [str(p) for p in paths]
+    return compute("statistics", [delayed(one)(p) for p in paths], names=names)

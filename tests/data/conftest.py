@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,31 @@ def prose_folder(tmp_path: Path) -> Path:
     for i, topic in enumerate(TOPICS):
         (folder / f"{i:02d}_{topic}.txt").write_text(prose_document(topic), encoding="utf-8")
     return folder
+
+
+def write_wikiextractor(folder: Path, files: dict[str, list[str]], start_id: int = 100) -> Path:
+    """WikiExtractor-style gzip files: `<doc id url title>`, the title line, paragraphs one per
+    line (a heading line between them), `</doc>`. `files` maps AA/wiki_00 to topics."""
+    page = start_id
+    for name, topics in files.items():
+        blocks = []
+        for topic in topics:
+            paras = prose_document(topic, 3).replace("\n\n", "\0").replace("\n", " ").split("\0")
+            body = "\n".join([topic.title(), paras[0], "History", *paras[1:]])
+            blocks.append(
+                f'<doc id="{page}" url="https://en.wikipedia.org/wiki?curid={page}" '
+                f'title="{topic.title()}">\n{body}\n</doc>\n'
+            )
+            page += 1
+        path = folder / f"{name}.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress("".join(blocks).encode("utf-8")))
+    return folder
+
+
+@pytest.fixture
+def wikiextractor_folder(tmp_path: Path) -> Path:
+    """12 articles in 3 files in 2 sub-folders."""
+    names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
+    files = {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}
+    return write_wikiextractor(tmp_path / "wiki", files)

@@ -131,7 +131,9 @@ def test_missing_empty_and_blank_sources(tmp_path: Path):
     with pytest.raises(CorpusError, match=r"nowhere does not exist .*pretrain_corpus.path"):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "nowhere")})
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CorpusError, match=r"empty holds no files matching \['\*.txt'\]"):
+    with pytest.raises(
+        CorpusError, match=r"empty holds no files matching \['\*.txt', '\*.txt.gz', '\*.txt.bz2'\]"
+    ):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path / "empty")})
     (tmp_path / "blank").mkdir()
     (tmp_path / "blank" / "a.txt").write_text(" \n\n\t\n", encoding="utf-8")

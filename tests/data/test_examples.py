@@ -149,19 +149,16 @@ def test_short_seq_prob_and_is_next_rate(wikitext):
     assert is_next[0.1] < is_next[0.0]
 
 
-def test_same_seed_same_examples_for_any_num_proc(wikitext):
+def test_seed_and_shard_key_the_randomness(wikitext):
     _, _, corpus, vocab = wikitext
     cfg = ExampleConfig(max_seq_length=64, dupe_factor=2, whole_word_mask=True, seed=7)
-    one = create_examples(corpus, cfg, vocab, num_proc=1, progress=False)
-    two = create_examples(corpus, cfg, vocab, num_proc=2, progress=False)
-    assert one.equals(two)
-    other = create_examples(
-        corpus,
-        ExampleConfig(max_seq_length=64, dupe_factor=2, whole_word_mask=True, seed=8),
-        vocab,
-        progress=False,
-    )
-    assert not one.equals(other)
+    one = create_examples(corpus, cfg, vocab, progress=False)
+    assert one.equals(create_examples(corpus, cfg, vocab, progress=False))
+    other_seed = ExampleConfig(max_seq_length=64, dupe_factor=2, whole_word_mask=True, seed=8)
+    assert not one.equals(create_examples(corpus, other_seed, vocab, progress=False))
+    other_shard = create_examples(corpus, cfg, vocab, shard=1, progress=False)
+    assert not one.equals(other_shard)
+    assert other_shard.column("example_id")[0].as_py() >= 2**32  # unique across shards
 
 
 def test_whole_word_masking_masks_complete_words(wikitext):

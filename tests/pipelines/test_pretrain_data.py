@@ -11,10 +11,15 @@ from pathlib import Path
 
 import mlflow
 import pandas as pd
+import pyarrow as pa
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
+from kedro.io import DatasetError
 from mlflow.tracking import MlflowClient
+
+from bert_pipeline.data.shards import ExampleShards, load_example_shards, tokenizer_fingerprint
+from bert_pipeline.data.tokenizer import load_tokenizer
 
 
 def _run(project_root: Path, runtime_params: dict) -> None:
@@ -23,29 +28,39 @@ def _run(project_root: Path, runtime_params: dict) -> None:
         session.run(pipeline_names=["pretrain_data"])
 
 
-def _params(tmp_path: Path, corpus: Path, **examples) -> dict:
+def _params(tmp_path: Path, corpus: Path, kind: str = "prose_folder", **examples) -> dict:
     return {
         "data_dir": str(tmp_path / "data"),
-        "corpus": {"path": str(corpus)},
+        "corpus": {"path": str(corpus), "kind": kind},
         "pretrain_data": {
             "tokenizer": {"vocab_size": 200},
-            "examples": {"max_seq_length": 64, "dupe_factor": 2, "shard_size": 50, **examples},
+            "examples": {"max_seq_length": 64, "dupe_factor": 2, **examples},
+            "dask": {"n_workers": 2},
         },
     }
 
 
-def test_pretrain_data_pipeline_end_to_end(project_root, mlflow_uri, tmp_path, prose_folder):
-    _run(project_root, _params(tmp_path, prose_folder))
+def test_pretrain_data_pipeline_end_to_end(
+    project_root, mlflow_uri, tmp_path, wikiextractor_folder
+):
+    """WikiExtractor input on a 2-worker LocalCluster, 3 shards of 4+ documents."""
+    _run(
+        project_root,
+        _params(tmp_path, wikiextractor_folder, "wikiextractor", documents_per_shard=4),
+    )
 
     data = tmp_path / "data"
-    shards = sorted((data / "05_model_input" / "pretraining_examples").glob("*.parquet"))
-    assert len(shards) >= 2
-    examples = pd.concat([pd.read_parquet(s) for s in shards], ignore_index=True)
+    shards = load_example_shards(data / "05_model_input" / "pretraining_examples")
+    assert len(shards.paths()) == 3
+    examples = shards.table().to_pandas()
     assert examples["example_id"].is_unique
     assert examples["input_ids"].map(len).max() <= 64
-    assert (data / "06_models" / "tokenizer" / "vocab.txt").is_file()
+    tokenizer = load_tokenizer(data / "06_models" / "tokenizer")
+    assert shards.manifest["tokenizer_sha256"] == tokenizer_fingerprint(tokenizer)
     stats = json.loads((data / "08_reporting" / "pretrain_data_statistics.json").read_text())
-    assert stats["n_examples"] == len(examples)
+    assert stats["n_examples"] == len(examples) and stats["n_shards"] == 3
+    assert stats["n_documents"] == 12
+    assert len(list((data / "02_intermediate" / "pretrain_documents").glob("*.parquet"))) == 3
 
     client = MlflowClient(tracking_uri=mlflow_uri)
     runs = mlflow.search_runs(search_all_experiments=True, output_format="list")
@@ -103,8 +118,13 @@ def test_catalog_validators_reject_bad_tables(project_root, tmp_path):
     frame = pd.DataFrame(good).astype(
         {"next_sentence_label": "int8", **{c: "int32" for c in list(good)[-4:]}}
     )
-    catalog.save("pretraining_examples", {"part-00000": frame})
+    catalog.save("pretraining_examples", _shards(frame))
     bad = frame.copy()
     bad["masked_lm_positions"] = [[2]]  # the first [SEP]
-    with pytest.raises(DataValidationError, match="pretraining_examples"):
-        catalog.save("pretraining_examples", {"part-00000": bad})
+    with pytest.raises(DatasetError, match=r"part-00000.arrow: ExamplesSchema failed\n.*1 failure"):
+        catalog.save("pretraining_examples", _shards(bad))
+    assert catalog.load("pretraining_examples").table().num_rows == 1  # the good set is kept
+
+
+def _shards(frame: pd.DataFrame) -> ExampleShards:
+    return ExampleShards([pa.Table.from_pandas(frame, preserve_index=False)], {})

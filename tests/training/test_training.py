@@ -175,7 +175,10 @@ class _Interrupt(Callback):
             raise RuntimeError("simulated interruption")
 
 
-def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, tiny_tokenizer, tiny_examples):
+def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, tiny_tokenizer, tiny_shards):
+    """On the memory-mapped example shards, as the pipeline trains."""
+    tiny_examples = tiny_shards.table()
+    assert tiny_examples.column("input_ids").num_chunks == 2
     straight = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path / "a"))
 
     cfg = tiny_config(tmp_path / "b")

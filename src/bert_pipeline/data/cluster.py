@@ -82,7 +82,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
     killed its worker (out of memory, segfault) or raised becomes one error naming the stage
     and the partition (`names[i]` for task i).
     """
-    from distributed import KilledWorker, get_client, progress
+    from distributed import KilledWorker, get_client, progress, wait
 
     try:
         client = get_client()
@@ -90,28 +90,23 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
         return list(dask.compute(*tasks))
     futures = client.compute(list(tasks))
     logger.info("%s: %d partition(s) on %d worker(s)", stage, len(futures), len(client.nthreads()))
-    progress(futures, notebook=False)
     try:
-        return client.gather(futures)
-    except KilledWorker as exc:
-        where = _partition_of(futures, names, exc.task)
-        raise ClusterError(
-            f"{stage}: a worker died while computing {where} (killed, or over its memory limit "
-            "pretrain_data.dask.memory_limit); the previous output is kept"
-        ) from None
-    except Exception as exc:
-        failed = [f.key for f in futures if f.status == "error"]
-        exc.add_note(f"in {stage}, {_partition_of(futures, names, failed[0] if failed else None)}")
-        raise
+        progress(futures, notebook=False)
+        wait(futures)
+        failed = [i for i, f in enumerate(futures) if f.status == "error"]
+        if not failed:
+            return client.gather(futures)
+        where = ", ".join(str(names[i] if names else i) for i in failed[:5])
+        exc = futures[failed[0]].exception()
+        if isinstance(exc, KilledWorker):
+            raise ClusterError(
+                f"{stage}: a worker died while computing partition(s) {where} (killed, or over "
+                "its memory limit pretrain_data.dask.memory_limit); the previous output is kept"
+            )
+        exc.add_note(f"in {stage}, partition(s) {where}")
+        raise exc
     finally:
         client.cancel(futures)
-
-
-def _partition_of(futures, names, key) -> str:
-    for i, f in enumerate(futures):
-        if f.key == key:
-            return f"partition {names[i] if names else i}"
-    return f"task {key!r}"
 
 
 def close_client(client) -> None:

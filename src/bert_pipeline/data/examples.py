@@ -10,9 +10,10 @@ A corpus is processed in shards of whole documents (`create_examples` gets one s
 script is used in practice, one process per input shard, and as NVIDIA's LDDL does: the random next
 segment comes from another document of the same shard.
 
-Randomness: every (shard, dupe pass, document) triple owns a numpy stream from
-`SeedSequence([seed, shard, pass, document])`, random-document choice included, so the result
-depends only on the seed and the sharding, never on which worker runs a shard. Google's Python
+Randomness: every (shard, dupe pass) pair owns its streams, from
+`SeedSequence([seed, shard, pass])`: Python's `random` for the per-chunk choices (as google's
+script), numpy for truncation and masking over the whole pass. The result depends only on the
+seed and the sharding, never on which worker runs a shard. Google's Python
 `random` stream cannot be reproduced and is not attempted; the distributions are the same.
 Deliberate differences from google, each because google's behaviour breaks an invariant this
 project tests:
@@ -26,6 +27,8 @@ project tests:
 
 from __future__ import annotations
 
+import bisect
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -161,40 +164,42 @@ def _truncated_lengths(la: np.ndarray, lb: np.ndarray, max_tokens: int):
     return la - cut_a, lb - cut_b
 
 
-def _document_structure(corpus: Corpus, d: int, cfg: ExampleConfig, rng: np.random.Generator):
+def _document_structure(
+    corpus: Corpus, d: int, cfg: ExampleConfig, rng: random.Random, starts: list[int]
+) -> list[tuple[int, ...]]:
     """google's `create_instances_from_document` up to (not including) masking.
 
-    Returns rows of (a_s0, a_s1, b_doc, b_s0, b_s1, is_random_next) with sentence indices into
-    the flat corpus arrays.
+    Returns rows of (a_doc, a_s0, a_s1, b_doc, b_s0, b_s1, is_random_next) with sentence indices
+    into the flat corpus arrays (`starts` is `corpus.sent_start` as a list: plain Python ints and
+    Python's `random`, as google's loop, are what make this per-chunk loop cheap).
     """
-    s_lo, s_hi = int(corpus.doc_start[d]), int(corpus.doc_start[d + 1])
-    starts = corpus.sent_start
+    doc_start = corpus.doc_start
+    s_lo, s_hi = int(doc_start[d]), int(doc_start[d + 1])
     max_num_tokens = cfg.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < cfg.short_seq_prob:
-        target = int(rng.integers(2, max_num_tokens + 1))
+        target = rng.randint(2, max_num_tokens)
     out = []
     chunk_start = s_lo
     i = s_lo
     while i < s_hi:
-        current_length = int(starts[i + 1] - starts[chunk_start])
-        if i == s_hi - 1 or current_length >= target:
+        if i == s_hi - 1 or starts[i + 1] - starts[chunk_start] >= target:
             n_chunk = i + 1 - chunk_start
-            a_end = 1 if n_chunk < 2 else int(rng.integers(1, n_chunk))
+            a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
             a_s0, a_s1 = chunk_start, chunk_start + a_end
             if n_chunk == 1 or rng.random() < 0.5:
-                target_b = target - int(starts[a_s1] - starts[a_s0])
-                r = int(rng.integers(0, corpus.n_docs - 1))
+                target_b = target - (starts[a_s1] - starts[a_s0])
+                r = rng.randrange(corpus.n_docs - 1)
                 r += r >= d
-                r_lo, r_hi = int(corpus.doc_start[r]), int(corpus.doc_start[r + 1])
-                b_s0 = int(rng.integers(r_lo, r_hi))
+                r_lo, r_hi = int(doc_start[r]), int(doc_start[r + 1])
+                b_s0 = rng.randrange(r_lo, r_hi)
                 # first sentence end where B reaches target_b tokens (at least one sentence)
-                b_s1 = int(np.searchsorted(starts, starts[b_s0] + max(target_b, 1), side="left"))
+                b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
                 b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
-                out.append((a_s0, a_s1, r, b_s0, b_s1, 1))
+                out.append((d, a_s0, a_s1, r, b_s0, b_s1, 1))
                 i -= n_chunk - a_end  # put the unused sentences back
             else:
-                out.append((a_s0, a_s1, d, a_s1, i + 1, 0))
+                out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
             chunk_start = i + 1
         i += 1
     return out
@@ -263,16 +268,25 @@ def _mask(
     return selected, original
 
 
-def _document_examples(
-    corpus: Corpus, d: int, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int
-):
-    """All instances of document `d` in dupe pass `dupe`, as flat arrays."""
-    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, shard, dupe, d]))
-    struct = _document_structure(corpus, d, cfg, rng)
+def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int):
+    """All instances of dupe pass `dupe` over the shard's documents, as flat arrays.
+
+    The sequential part runs document by document; truncation and masking run once over every
+    instance of the pass (numpy), never per document.
+    """
+    seed = np.random.SeedSequence([cfg.seed, shard, dupe])
+    py_rng = random.Random(int(seed.generate_state(1, np.uint64)[0]))
+    rng = np.random.default_rng(seed)
+    starts_list = corpus.sent_start.tolist()
+    struct = [
+        row
+        for d in range(corpus.n_docs)
+        for row in _document_structure(corpus, d, cfg, py_rng, starts_list)
+    ]
     if not struct:
         return None
     s = np.asarray(struct, dtype=np.int64)
-    a_s0, a_s1, b_doc, b_s0, b_s1, is_random = s.T
+    a_doc, a_s0, a_s1, b_doc, b_s0, b_s1, is_random = s.T
     starts = corpus.sent_start
     a_tok0, a_tok1 = starts[a_s0], starts[a_s1]
     b_tok0, b_tok1 = starts[b_s0], starts[b_s1]
@@ -309,7 +323,7 @@ def _document_examples(
         "masked_ids": original[mr, mc].astype(np.int32),
         "n_masked": selected.sum(axis=1),
         "label": is_random.astype(np.int8),
-        "a_doc": np.full(n, d, dtype=np.int64),
+        "a_doc": a_doc,
         "b_doc": b_doc,
         "a_sent": np.stack([a_s0, a_s1], axis=1),
         "b_sent": np.stack([b_s0, b_s1], axis=1),
@@ -339,18 +353,10 @@ def create_examples(
     from tqdm.auto import tqdm
 
     parts = []
-    with tqdm(
-        total=cfg.dupe_factor * corpus.n_docs,
-        desc="create_examples",
-        unit="doc",
-        disable=not progress,
-    ) as bar:
-        for dupe in range(cfg.dupe_factor):
-            for d in range(corpus.n_docs):
-                part = _document_examples(corpus, d, dupe, cfg, vocab, shard)
-                if part is not None:
-                    parts.append(part)
-            bar.update(corpus.n_docs)
+    for dupe in tqdm(range(cfg.dupe_factor), desc="create_examples", disable=not progress):
+        part = _pass_examples(corpus, dupe, cfg, vocab, shard)
+        if part is not None:
+            parts.append(part)
     if not parts:
         raise ValueError(f"shard {shard}: the documents produced no examples")
     return _to_table(_concat(parts), corpus, cfg, shard)

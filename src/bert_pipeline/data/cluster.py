@@ -61,13 +61,14 @@ def open_client(params: dict[str, Any]):
         logger.info("Dask: connected to %s (%d workers)", address, len(client.nthreads()))
         return client
     n_workers = params.get("n_workers") or os.cpu_count() or 1
-    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read by worker processes
     cluster = LocalCluster(
         n_workers=int(n_workers),
         threads_per_worker=int(params.get("threads_per_worker", 1)),
         memory_limit=params.get("memory_limit", "auto"),
         processes=True,
         dashboard_address=":0" if params.get("dashboard") else None,
+        # one core per worker thread: the Rust tokenizer's own thread pool would oversubscribe
+        env={"TOKENIZERS_PARALLELISM": "false", "DASK_LOGGING__DISTRIBUTED": "warning"},
     )
     client = Client(cluster, set_as_default=True)
     link = f", dashboard {client.dashboard_link}" if params.get("dashboard") else ""

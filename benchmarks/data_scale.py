@@ -114,6 +114,58 @@ def google_format(source_folder: Path, out: Path) -> int:
     return out.stat().st_size
 
 
+def google_module(bert_dir: Path, workdir: Path):
+    """google's create_pretraining_data.py from a checkout of google-research/bert (read at run
+    time, never copied into the project), imported with a stand-in for the few TensorFlow 1 calls
+    on the path of `create_training_instances`: it needs no TensorFlow."""
+    import importlib
+    import types
+
+    def define(name, default, *_, **__):
+        setattr(flags.FLAGS, name, default)
+
+    flags = types.SimpleNamespace(FLAGS=types.SimpleNamespace())
+    for kind in ("string", "bool", "integer", "float"):
+        setattr(flags, f"DEFINE_{kind}", define)
+    tf = types.ModuleType("tensorflow")
+    tf.flags = flags
+    tf.gfile = types.SimpleNamespace(GFile=open, Glob=lambda p: sorted(Path().glob(p)))
+    tf.logging = types.SimpleNamespace(info=lambda *a, **k: None)
+    sys.modules["tensorflow"] = tf
+    for name in ("create_pretraining_data.py", "tokenization.py"):
+        source = bert_dir / name
+        if source.is_file():
+            (workdir / name).write_bytes(source.read_bytes())
+        else:  # a bare git repository, as the search tool's fetch leaves it
+            blob = subprocess.run(
+                ["git", f"--git-dir={bert_dir}", "show", f"HEAD:{name}"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            (workdir / name).write_bytes(blob)
+    sys.path.insert(0, str(workdir))
+    return importlib.import_module("create_pretraining_data")
+
+
+def run_google_reference(text_file: Path, vocab: Path, bert_dir: Path, dupe_factor: int) -> dict:
+    """Seconds of google's `create_training_instances` (TFRecord writing left out)."""
+    import random
+
+    cpd = google_module(bert_dir, Path(tempfile.mkdtemp(prefix="google_bert_")))
+    cpd.FLAGS.do_whole_word_mask = False
+    tokenizer = cpd.tokenization.FullTokenizer(vocab_file=str(vocab), do_lower_case=True)
+    start = time.perf_counter()
+    instances = cpd.create_training_instances(
+        [str(text_file)], tokenizer, 128, dupe_factor, 0.1, 0.15, 20, random.Random(12345)
+    )
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "n_instances": len(instances),
+        "input_bytes": text_file.stat().st_size,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["20", "80", "all"])
@@ -153,9 +205,6 @@ def main() -> None:
             rows.append(run)
             print(json.dumps(run), flush=True)
         if size == args.sizes[0] and args.google_bert_dir:
-            sys.path.insert(0, str(ROOT / "benchmarks"))
-            from google_reference import run_google_reference
-
             google_txt = work / "google_input.txt"
             google_format(folder, google_txt)
             google = run_google_reference(

@@ -23,7 +23,6 @@ from bert_pipeline.data.cluster import compute
 from bert_pipeline.data.corpus import (
     DOCUMENT_COLUMNS,
     CorpusError,
-    check_documents,
     corpus_partitions,
     ingest_documents,
     read_partition,
@@ -79,6 +78,19 @@ def _split_partition(frame: pd.DataFrame, first: int, language: str) -> pd.DataF
     return sentences
 
 
+def _name_duplicate(documents: dd.DataFrame, key: np.uint64) -> None:
+    """Finds the rows whose doc_id hashes to `key` (only they reach this process) and names them."""
+
+    def rows(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.loc[_doc_id_hashes(frame) == key, ["doc_id", "source"]]
+
+    (found,) = compute("find duplicate doc_id", [documents.map_partitions(rows)])
+    raise CorpusError(
+        f"duplicate doc_id {found['doc_id'].iloc[0]!r} in {sorted(set(found['source']))}; "
+        "doc_ids must be unique across the corpus (set a unique id_column)"
+    )
+
+
 def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
     """Sentences (doc_id, sentence_index, text) indexed by the global document number."""
     hashes = compute(
@@ -87,9 +99,10 @@ def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
     counts = np.array([len(h) for h in hashes], dtype=np.int64)
     if counts.sum() == 0:
         raise CorpusError("the corpus yielded no non-empty documents")
-    every = np.concatenate(hashes)
-    if len(np.unique(every)) != len(every):
-        check_documents(documents.compute(), {"kind": "corpus"})  # names the duplicate id
+    every = np.sort(np.concatenate(hashes))
+    repeated = every[1:][every[1:] == every[:-1]]
+    if len(repeated):
+        _name_duplicate(documents, repeated[0])
     starts = np.concatenate([[0], np.cumsum(counts)])
     parts, divisions = [], []
     for part, n, first in zip(documents.to_delayed(), counts, starts[:-1], strict=True):

@@ -10,7 +10,7 @@ stores in its checkpoints for stateful dataloaders.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 import lightning.pytorch as pl
@@ -42,7 +42,10 @@ class ExampleTable:
     length and a 64-bit document key for the validation split.
     """
 
-    def __init__(self, examples: pd.DataFrame | pa.Table) -> None:
+    def __init__(
+        self, examples: pd.DataFrame | pa.Table, release_pages: Callable[[], None] | None = None
+    ) -> None:
+        self.release_pages = release_pages
         table = (
             examples
             if isinstance(examples, pa.Table)
@@ -145,6 +148,8 @@ class PretrainingDataset(Dataset):
         return self.table.row(int(i))
 
     def __getitems__(self, request: BatchRequest) -> tuple[int, list[dict[str, Any]]]:
+        if self.table.release_pages is not None:  # the previous batch's pages of the map
+            self.table.release_pages()
         return request.seed, [self.table.row(int(i)) for i in request.indices]
 
 

@@ -94,7 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.tokenizer)
     shards = load_example_shards(args.examples)
     shards.check_tokenizer(tokenizer, where=args.examples)
-    examples = shards.table()
 
     run_id, owns_run = args.mlflow_run_id, False
     if not run_id and args.mlflow_experiment and _global_rank() == 0:
@@ -109,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     status = "FAILED"
     try:
         result = run_training(
-            examples,
+            shards,
             tokenizer,
             cfg,
             mlflow_run_id=run_id,

@@ -21,6 +21,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from tokenizers import Tokenizer
 
+from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained
@@ -145,7 +146,7 @@ def _strategy(cfg: TrainingConfig) -> Any:
 
 
 def run_training(
-    examples: pd.DataFrame | pa.Table,
+    examples: pd.DataFrame | pa.Table | ExampleShards,
     tokenizer: Tokenizer,
     cfg: TrainingConfig,
     *,
@@ -156,7 +157,10 @@ def run_training(
 ) -> TrainingResult:
     """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
     pl.seed_everything(cfg.seed, workers=True)
-    table = ExampleTable(examples)
+    if isinstance(examples, ExampleShards):
+        table = ExampleTable(examples.table(), release_pages=examples.release_pages)
+    else:
+        table = ExampleTable(examples)
     ids = special_token_ids(tokenizer)
     model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))
     datamodule = PretrainingDataModule(

@@ -67,7 +67,7 @@ def pretrain_bert(
         )
     else:
         result = run_training(
-            examples.table(), tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
+            examples, tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
         )
         model, history, metrics = result.model, result.history, result.metrics
     with tempfile.TemporaryDirectory() as tmp:

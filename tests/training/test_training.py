@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -15,6 +19,7 @@ from bert_pipeline.data.tokenizer import (
     PAD,
     SEP,
     UNK,
+    save_tokenizer,
     special_token_ids,
     train_tokenizer,
 )
@@ -299,3 +304,42 @@ def test_pretraining_refuses_examples_of_another_tokenizer(tmp_path, tiny_shards
         r"\w{12}: the last pretrain_data run did not finish; rerun",
         message,
     )
+
+
+class KillAt(Callback):
+    """SIGKILL of the training process itself at a step: no exception, no clean-up."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step = at_step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.at_step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_kill_9_then_resume_gives_the_uninterrupted_weights(
+    tmp_path, project_root, tiny_tokenizer, tiny_shards
+):
+    straight = run_training(tiny_shards, tiny_tokenizer, tiny_config(tmp_path / "a"))
+    save_tokenizer(tiny_tokenizer, tmp_path / "tok")
+    script = (
+        "from pathlib import Path\n"
+        "from bert_pipeline.data.shards import load_example_shards\n"
+        "from bert_pipeline.data.tokenizer import load_tokenizer\n"
+        "from bert_pipeline.training.trainer import run_training\n"
+        "from tests.training.test_training import KillAt, tiny_config\n"
+        f"run_training(load_example_shards({str(tiny_shards.paths()[0].parent)!r}),\n"
+        f"             load_tokenizer({str(tmp_path / 'tok')!r}),\n"
+        f"             tiny_config(Path({str(tmp_path / 'b')!r})), extra_callbacks=[KillAt(5)])\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script], cwd=project_root, check=False)
+    assert killed.returncode == -signal.SIGKILL
+
+    cfg = tiny_config(tmp_path / "b")
+    cfg.resume = True
+    resumed = run_training(tiny_shards, tiny_tokenizer, cfg)
+    assert resumed.metrics["global_step"] == 6
+    for (name, a), b in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b), f"{name} differs between the straight and the killed run"

@@ -151,3 +151,23 @@ def test_zero_sentences_after_cleaning():
     docs = pd.DataFrame({"doc_id": ["a"], "source": ["x"], "text": ["\u200b"], "layout": ["prose"]})
     with pytest.raises(CorpusError, match="no sentences left after cleaning"):
         split_documents(docs)
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_hf_dataset_is_read_in_partitions(tmp_path: Path, streaming: bool, monkeypatch):
+    """Blocks of rows (local Arrow cache) or one partition per data file (streamed)."""
+    import bert_pipeline.data.corpus as corpus
+
+    monkeypatch.setattr(corpus, "HF_ROWS_PER_PARTITION", 3)
+    files = []
+    for k in range(3):
+        files.append(str(tmp_path / f"p{k}.parquet"))
+        pd.DataFrame({"text": [f"Doc {k}-{i}. Yes." for i in range(4)]}).to_parquet(files[-1])
+    hf = {"name": "parquet", "data_files": files, "split": "train", "streaming": streaming}
+    source = {"kind": "hf_dataset", "hf": hf}
+    parts = corpus.corpus_partitions(source)
+    assert len(parts) == (3 if streaming else 4)
+    docs = pd.concat([corpus.read_partition(p) for p in parts], ignore_index=True)
+    assert docs["text"].tolist() == [f"Doc {k}-{i}. Yes." for k in range(3) for i in range(4)]
+    ids = ["parquet/train:1:0", "parquet/train:1:1"] if streaming else ["parquet/train:4"]
+    assert set(ids) <= set(docs["doc_id"]) and docs["doc_id"].is_unique

@@ -191,30 +191,60 @@ def _jsonl(path: Path, errors: str) -> Iterator[dict]:
                 raise CorpusError(f"{path} line {i + 1}: invalid JSON ({exc.msg})") from exc
 
 
-def _hf_rows(spec: dict[str, Any]) -> Iterator[dict]:
-    """Rows of a Hugging Face `datasets` dataset (by hub name, or a builder such as "parquet"
-    with `data_files`); `streaming: true` reads lazily so huge corpora need no local copy."""
+HF_ROWS_PER_PARTITION = 50_000
+
+
+def _hf_dataset(spec: dict[str, Any]):
+    """A Hugging Face `datasets` dataset (by hub name, or a builder such as "parquet" with
+    `data_files`); `streaming: true` reads lazily so huge corpora need no local copy."""
     import datasets
 
-    name = spec.get("name")
-    if not name:
+    if not spec.get("name"):
         raise CorpusError("pretrain_corpus.hf.name (catalog) is required for kind hf_dataset")
-    ds = datasets.load_dataset(
-        name,
+    return datasets.load_dataset(
+        spec["name"],
         spec.get("config"),
         split=spec.get("split", "train"),
         data_files=spec.get("data_files"),
         streaming=bool(spec.get("streaming", False)),
     )
+
+
+def _hf_partitions(spec: dict[str, Any]) -> list[tuple[int, int]]:
+    """(shard, shards) pairs: one per data file of a streamed dataset (`n_shards`), else
+    contiguous blocks of HF_ROWS_PER_PARTITION rows."""
+    ds = _hf_dataset(spec)
+    if spec.get("streaming"):
+        n = ds.n_shards
+    else:
+        n = max(1, -(-len(ds) // HF_ROWS_PER_PARTITION))
+    return [(i, n) for i in range(n)]
+
+
+def _hf_rows(spec: dict[str, Any], shard: int, shards: int) -> Iterator[dict]:
+    """Rows of one shard; without an id_column a document is `<name/config/split>:<row>`,
+    the row counted in the whole dataset, or within its file (`:<shard>:<row>`) when streamed
+    from several files."""
+    ds = _hf_dataset(spec)
+    first = 0
+    if shards > 1:
+        if spec.get("streaming"):
+            ds = ds.shard(num_shards=shards, index=shard)
+        else:
+            div, mod = divmod(len(ds), shards)
+            first = shard * div + min(shard, mod)
+            ds = ds.shard(num_shards=shards, index=shard, contiguous=True)
     text_column = spec.get("text_column", "text")
     id_column = spec.get("id_column")
+    name = spec["name"]
     prefix = "/".join(str(x) for x in (name, spec.get("config"), spec.get("split", "train")) if x)
-    for i, row in enumerate(ds):
+    where = f"{prefix}:{shard}" if spec.get("streaming") and shards > 1 else prefix
+    for i, row in enumerate(ds, start=first):
         if text_column not in row:
             raise CorpusError(
-                f"{prefix} row {i}: no column {text_column!r} (pretrain_corpus.text_column)"
+                f"{where} row {i}: no column {text_column!r} (pretrain_corpus.text_column)"
             )
-        doc_id = str(row[id_column]) if id_column else f"{prefix}:{i}"
+        doc_id = str(row[id_column]) if id_column else f"{where}:{i}"
         yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
 
 
@@ -242,7 +272,8 @@ def corpus_partitions(source: dict[str, Any]) -> list[dict[str, Any]]:
     a `datasets` dataset). Each is the argument of `read_partition`."""
     kind, _ = _check_source(source)
     if kind == "hf_dataset":
-        return [{"source": source}]
+        hf = source.get("hf") or {}
+        return [{"source": source, "shard": i, "shards": n} for i, n in _hf_partitions(hf)]
     globs = (source["glob"],) if source.get("glob") else DEFAULT_GLOBS.get(kind, ())
     return [
         {"source": source, "path": str(path), "stem": stem}
@@ -267,7 +298,7 @@ def read_partition(part: dict[str, Any]) -> pd.DataFrame:
 
     if kind == "hf_dataset":
         max_docs = source.get("max_documents")
-        for r in _hf_rows(source.get("hf") or {}):
+        for r in _hf_rows(source.get("hf") or {}, part["shard"], part["shards"]):
             add(r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"])
             if max_docs and len(records) >= max_docs:
                 break

@@ -82,3 +82,28 @@ def test_entry_point_without_kedro_opens_and_closes_its_own_run(
     (run,) = client.search_runs([client.get_experiment_by_name("standalone").experiment_id])
     assert run.info.status == "FINISHED"
     assert run.data.params["lr"] == "0.001" and "val/mlm_loss" in run.data.metrics
+
+
+def test_readme_torchrun_command_with_the_shipped_parameters_file(
+    tmp_path, project_root, tiny_tokenizer, tiny_shards
+):
+    """The README's multi-node command, on one node with 2 gloo processes and a few steps."""
+    import subprocess
+    import sys
+
+    from bert_pipeline.data.tokenizer import save_tokenizer
+
+    save_tokenizer(tiny_tokenizer, tmp_path / "tok")
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+        "-m", "bert_pipeline.training.launch",
+        "--examples", str(tiny_shards.paths()[0].parent), "--tokenizer", str(tmp_path / "tok"),
+        "--config", "conf/base/parameters_pretrain_model.yml", "--output", str(tmp_path / "out"),
+        "--set", "schedule.max_steps=3", "schedule.warmup_steps=1", "batch_size=4",
+        "accelerator=cpu", "devices=2", "strategy=ddp", "progress_bar=false",
+        f"checkpoint_dir={tmp_path / 'ckpt'}",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=project_root, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["global_step"] == 3

@@ -43,18 +43,38 @@ MODEL_DIR, HISTORY_FILE, METRICS_FILE = "model", "history.parquet", "metrics.jso
 _RUNTIME_PARAM = re.compile(r"\$\{runtime_params:\s*([^,}]+),([^}]*)\}")
 
 
-def read_params(path: str | Path) -> dict[str, Any]:
+def read_params(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """`pretrain_model` parameters from a YAML/JSON file (with or without that top-level key).
 
-    Kedro's `${runtime_params:key,default}` interpolations (e.g. in checkpoint_dir) take their
-    default here, so conf/base/parameters_pretrain_model.yml can be passed as it is.
+    A YAML file is read as Kedro reads it: merged with the other `parameters*.yml` files of its
+    folder and resolved by OmegaConf, so `${pretrain_data.examples.masked_lm_prob}` works;
+    Kedro's `${runtime_params:key,default}` takes its default. `overrides` are OmegaConf dot-list
+    items relative to `pretrain_model` (`schedule.max_steps=10`).
     """
-    text = Path(path).read_text(encoding="utf-8")
-    data = json.loads(text) if str(path).endswith(".json") else yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of pretrain_model parameters")
-    data = data.get("pretrain_model", data)
-    return json.loads(_RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), json.dumps(data)))
+    from omegaconf import OmegaConf
+
+    path = Path(path)
+    if path.suffix == ".json":
+        files = [path]
+    else:
+        files = [p for p in sorted(path.parent.glob("parameters*.yml")) if p != path] + [path]
+    configs = []
+    for file in files:
+        text = _RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), file.read_text(encoding="utf-8"))
+        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"{file}: expected a mapping of parameters")
+        configs.append(OmegaConf.create(data))
+    merged = OmegaConf.merge(*configs)
+    if "pretrain_model" not in merged:
+        merged = OmegaConf.create({"pretrain_model": merged})
+    merged = OmegaConf.merge(
+        merged, OmegaConf.from_dotlist([f"pretrain_model.{o}" for o in overrides or []])
+    )
+    try:
+        return OmegaConf.to_container(merged.pretrain_model, resolve=True)
+    except Exception as exc:  # an interpolation that points nowhere
+        raise ValueError(f"{path}: {exc}".splitlines()[0]) from None
 
 
 def write_outputs(result: TrainingResult, tokenizer_dir: Path, output: Path) -> None:
@@ -87,10 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--mlflow-experiment", default=None, help="open a new run here if no run id"
     )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override parameters of the --config file, e.g. schedule.max_steps=100 devices=4",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
-    cfg = TrainingConfig.from_params(read_params(args.config))
+    cfg = TrainingConfig.from_params(read_params(args.config, args.set))
     tokenizer = load_tokenizer(args.tokenizer)
     shards = load_example_shards(args.examples)
     shards.check_tokenizer(tokenizer, where=args.examples)

@@ -320,26 +320,31 @@ class KillAt(Callback):
 def test_kill_9_then_resume_gives_the_uninterrupted_weights(
     tmp_path, project_root, tiny_tokenizer, tiny_shards
 ):
-    straight = run_training(tiny_shards, tiny_tokenizer, tiny_config(tmp_path / "a"))
+    """Every run in a fresh process (thread settings of this one never differ between them)."""
     save_tokenizer(tiny_tokenizer, tmp_path / "tok")
-    script = (
-        "from pathlib import Path\n"
-        "from bert_pipeline.data.shards import load_example_shards\n"
-        "from bert_pipeline.data.tokenizer import load_tokenizer\n"
-        "from bert_pipeline.training.trainer import run_training\n"
-        "from tests.training.test_training import KillAt, tiny_config\n"
-        f"run_training(load_example_shards({str(tiny_shards.paths()[0].parent)!r}),\n"
-        f"             load_tokenizer({str(tmp_path / 'tok')!r}),\n"
-        f"             tiny_config(Path({str(tmp_path / 'b')!r})), extra_callbacks=[KillAt(5)])\n"
-    )
-    killed = subprocess.run([sys.executable, "-c", script], cwd=project_root, check=False)
-    assert killed.returncode == -signal.SIGKILL
 
-    cfg = tiny_config(tmp_path / "b")
-    cfg.resume = True
-    resumed = run_training(tiny_shards, tiny_tokenizer, cfg)
-    assert resumed.metrics["global_step"] == 6
-    for (name, a), b in zip(
-        straight.model.state_dict().items(), resumed.model.state_dict().values(), strict=True
-    ):
-        assert torch.equal(a, b), f"{name} differs between the straight and the killed run"
+    def train(folder: str, extra: str = "") -> int:
+        script = (
+            "from pathlib import Path\n"
+            "from bert_pipeline.data.shards import load_example_shards\n"
+            "from bert_pipeline.data.tokenizer import load_tokenizer\n"
+            "from bert_pipeline.training.trainer import run_training\n"
+            "from tests.training.test_training import KillAt, tiny_config\n"
+            f"cfg = tiny_config(Path({str(tmp_path / folder)!r}))\n"
+            f"{extra}\n"
+            f"run_training(load_example_shards({str(tiny_shards.paths()[0].parent)!r}),\n"
+            f"             load_tokenizer({str(tmp_path / 'tok')!r}), cfg,\n"
+            "             extra_callbacks=callbacks)\n"
+        )
+        run = subprocess.run([sys.executable, "-c", script], cwd=project_root, check=False)
+        return run.returncode
+
+    assert train("a", "callbacks = []") == 0
+    assert train("b", "callbacks = [KillAt(5)]") == -signal.SIGKILL
+    assert train("b", "cfg.resume = True; callbacks = []") == 0
+
+    final_a = torch.load(tmp_path / "a" / "ckpt" / "last.ckpt", weights_only=False)
+    final_b = torch.load(tmp_path / "b" / "ckpt" / "last.ckpt", weights_only=False)
+    assert final_a["global_step"] == final_b["global_step"] == 6
+    for name, a in final_a["state_dict"].items():
+        assert torch.equal(a, final_b["state_dict"][name]), f"{name} differs after kill -9"

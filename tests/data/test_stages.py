@@ -201,3 +201,10 @@ def test_duplicate_doc_ids_across_files_are_named(tmp_path: Path):
     write_wikiextractor(tmp_path / "w", {"AB/wiki_00": ["hill"]}, start_id=100)
     with pytest.raises(CorpusError, match="duplicate doc_id '100'"):
         sentences_frame(documents_frame({**WIKI, "path": str(tmp_path / "w")}), "en")
+
+
+def test_a_corpus_of_one_document_is_refused_before_sharding(tmp_path: Path):
+    write_wikiextractor(tmp_path / "w", {"AA/wiki_00": ["river"]})
+    sentences = sentences_frame(documents_frame({**WIKI, "path": str(tmp_path / "w")}), "en")
+    with pytest.raises(CorpusError, match="the corpus has one document"):
+        example_shards(sentences, train_tokenizer(["a river"], vocab_size=60), ExampleConfig(), 2)

@@ -152,6 +152,11 @@ def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[i
     docs = docs.to_numpy()
     if not len(docs):
         raise CorpusError("no sentences left after cleaning: every document is empty")
+    if len(docs) < 2:
+        raise CorpusError(
+            "the corpus has one document: next-sentence prediction needs a random next segment "
+            "from a different document; supply at least 2 documents"
+        )
     n_shards = max(1, len(docs) // documents_per_shard)
     starts = [int(docs[math.floor(k * len(docs) / n_shards)]) for k in range(n_shards)]
     return [*starts, int(docs[-1])]

@@ -128,3 +128,23 @@ def test_catalog_validators_reject_bad_tables(project_root, tmp_path):
 
 def _shards(frame: pd.DataFrame) -> ExampleShards:
     return ExampleShards([pa.Table.from_pandas(frame, preserve_index=False)], {})
+
+
+def test_wikitext_setting_through_kedro_run(project_root, mlflow_uri, tmp_path):
+    """The README's WikiText setting passes the catalog's schemas: its documents start with a
+    space (` = Title = ` lines, then ` text`), which an anchored text check used to reject."""
+    from tests.data.conftest import TOPICS, prose_document
+
+    articles = []
+    for topic in TOPICS[:4]:
+        body = prose_document(topic, 2).replace("\n\n", "\n \n ")
+        articles.append(f" = {topic.title()} = \n \n {body}\n = = History = = \n \n {body}\n")
+    (tmp_path / "wiki.valid.raw").write_text("".join(articles), encoding="utf-8")
+    params = _params(tmp_path, tmp_path / "wiki.valid.raw", documents_per_shard=2)
+    params["corpus"].update(
+        document_delimiter=r"^ = [^=].* = $", skip_line_regex=r"^ (= )+.*( =)+ $"
+    )
+    _run(project_root, params)
+    shards = load_example_shards(tmp_path / "data" / "05_model_input" / "pretraining_examples")
+    frame = shards.table().to_pandas()
+    assert sorted(frame["a_doc_id"].unique()) == [f"wiki.valid:{k}" for k in range(4)]

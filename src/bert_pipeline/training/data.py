@@ -92,7 +92,7 @@ class ExampleTable:
         return np.concatenate([np.diff(offsets) for _, offsets in self._lists[name]])
 
     def has_static_masks(self) -> bool:
-        return any(len(values) for values, _ in self._lists["masked_lm_positions"])
+        return any(offsets[-1] > offsets[0] for _, offsets in self._lists["masked_lm_positions"])
 
 
 def _hash_strings(chunk: pa.Array) -> np.ndarray:

@@ -208,3 +208,19 @@ def test_a_corpus_of_one_document_is_refused_before_sharding(tmp_path: Path):
     sentences = sentences_frame(documents_frame({**WIKI, "path": str(tmp_path / "w")}), "en")
     with pytest.raises(CorpusError, match="the corpus has one document"):
         example_shards(sentences, train_tokenizer(["a river"], vocab_size=60), ExampleConfig(), 2)
+
+
+def test_an_existing_scheduler_is_used_by_address_and_left_running(wikiextractor_folder: Path):
+    """What `dask scheduler` + `dask worker` (or a SLURMCluster) look like to the pipeline."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster:
+        client = open_client({"scheduler_address": cluster.scheduler_address})
+        try:
+            docs = documents_frame({**WIKI, "path": str(wikiextractor_folder)})
+            sentences = sentences_frame(docs, "en")
+            assert sentences.npartitions == 3
+        finally:
+            close_client(client)
+        with Client(cluster.scheduler_address) as again:  # still there for its owner
+            assert len(again.nthreads()) == 1

@@ -15,6 +15,7 @@ the examples of the smallest and the largest size.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -143,7 +144,7 @@ def google_module(bert_dir: Path, workdir: Path):
         setattr(flags, f"DEFINE_{kind}", define)
     tf = types.ModuleType("tensorflow")
     tf.flags = flags
-    tf.gfile = types.SimpleNamespace(GFile=open, Glob=lambda p: sorted(Path().glob(p)))
+    tf.gfile = types.SimpleNamespace(GFile=open, Glob=lambda p: sorted(glob.glob(p)))
     tf.logging = types.SimpleNamespace(info=lambda *a, **k: None)
     sys.modules["tensorflow"] = tf
     for name in ("create_pretraining_data.py", "tokenization.py"):

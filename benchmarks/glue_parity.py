@@ -55,6 +55,7 @@ def run_ours(args: argparse.Namespace) -> dict:
         epochs=args.epochs,
         batch_size=args.batch_size,
         max_seq_length=args.max_seq_length,
+        progress_bar=False,
     )
     start = time.perf_counter()
     checkpoint = read_checkpoint(args.model_dir)
@@ -66,7 +67,6 @@ def run_ours(args: argparse.Namespace) -> dict:
         checkpoint,
         config,
         source=str(args.model_dir),
-        progress_bar=False,
     )
     wall = time.perf_counter() - start
     trial = result.trials[0]
@@ -96,16 +96,20 @@ def step_check(args: argparse.Namespace) -> dict:
     finetune_task sets it; the reference is transformers' Trainer with a sequential sampler. With
     seed noise removed, any gap comes from the optimizer, schedule, clipping or model.
     """
-    import lightning.pytorch as pl
     import torch
     from hf_glue_reference import Encoded, training_arguments
     from torch.utils.data import DataLoader, SequentialSampler
     from transformers import BertForSequenceClassification, Trainer
 
     from bert_pipeline.glue.features import GlueFeatures, encode_table
-    from bert_pipeline.glue.finetune import build_classifier, tokenizer_from_checkpoint
-    from bert_pipeline.glue.module import GlueModule
+    from bert_pipeline.glue.finetune import (
+        FinetuneConfig,
+        build_classifier,
+        tokenizer_from_checkpoint,
+    )
+    from bert_pipeline.glue.module import GlueModule, TrialParams
     from bert_pipeline.model.checkpoint import read_checkpoint
+    from bert_pipeline.training.core import build_trainer
 
     torch.set_num_threads(args.threads)
     task, train, _ = load_tables(
@@ -135,19 +139,11 @@ def step_check(args: argparse.Namespace) -> dict:
             ours_losses.append(loss.item())
             return loss
 
-    module = Recording(ours, task, ["dev"], args.learning_rate, 0.01, warmup, steps)
+    trial = TrialParams(args.learning_rate, args.seeds[0], 0.01, warmup)
+    module = Recording(ours, task, ["dev"], trial)
     loader = DataLoader(features, args.batch_size, shuffle=False, collate_fn=features.collate)
-    pl.Trainer(
-        max_epochs=args.epochs,
-        accelerator="cpu",
-        devices=1,
-        deterministic=True,
-        logger=False,
-        enable_checkpointing=False,
-        enable_model_summary=False,
-        enable_progress_bar=False,
-        gradient_clip_val=1.0,
-    ).fit(module, train_dataloaders=loader)
+    devices = FinetuneConfig(accelerator="cpu", progress_bar=False)  # as finetune_task's
+    build_trainer(devices, max_epochs=args.epochs).fit(module, train_dataloaders=loader)
 
     hf_losses: list[float] = []
 

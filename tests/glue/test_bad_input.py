@@ -7,7 +7,6 @@ from kedro.io.core import DatasetError
 
 from bert_pipeline.glue.finetune import (
     CheckpointMismatchError,
-    FinetuneConfig,
     check_checkpoint,
     tokenizer_from_checkpoint,
 )
@@ -19,6 +18,7 @@ from bert_pipeline.glue.loading import (
     read_glue_tsv,
 )
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
+from bert_pipeline.pipelines.finetune_glue.nodes import task_config
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet
 
@@ -47,10 +47,13 @@ def test_pipeline_parameter_errors():
         create_pipeline(tasks=["rte"], init_from_mnli=["rte"])
     with pytest.raises(ValueError, match="lists a task twice"):
         create_pipeline(tasks=["rte", "RTE"])
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['lr'\].*hyperparameters"):
-        FinetuneConfig.from_params({"lr": 1.0}, where="finetune_glue.hyperparameters.rte")
-    with pytest.raises(ValueError, match="learning_rates must be a non-empty list"):
-        FinetuneConfig.from_params({"learning_rates": []}, where="finetune_glue.defaults")
+    with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.lr: Key 'lr' not in"):
+        task_config("rte", {"defaults": {}, "hyperparameters": {"rte": {"lr": 1.0}}})
+    with pytest.raises(ValueError, match=r"finetune_glue.defaults.learning_rates must be a non"):
+        task_config("rte", {"defaults": {"learning_rates": []}})
+    with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.epochs: Value 'x'"):
+        task_config("rte", {"hyperparameters": {"rte": {"epochs": "x"}}})
+    assert task_config("rte", {"defaults": {"learning_rates": ["5e-5"]}}).learning_rates == [5e-5]
 
 
 def test_missing_split(rte_dir, tmp_path):

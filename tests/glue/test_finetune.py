@@ -13,7 +13,6 @@ from bert_pipeline.glue.finetune import (
     tokenizer_from_checkpoint,
 )
 from bert_pipeline.glue.loading import load_glue_tsv_task
-from bert_pipeline.glue.module import linear_warmup_decay
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_from_checkpoint
@@ -32,13 +31,18 @@ def _run(data, checkpoint, config):
     task = get_task("mnli")
     dev = pd.concat([data["dev_matched"], data["dev_mismatched"]], ignore_index=True)
     test = pd.concat([data["test_matched"], data["test_mismatched"]], ignore_index=True)
-    return finetune_task(task, data["train"], dev, test, checkpoint, config, progress_bar=False)
+    return finetune_task(task, data["train"], dev, test, checkpoint, config)
 
 
 def test_grid_picks_the_best_trial_and_is_deterministic(data):
     checkpoint = tiny_checkpoint()
     config = FinetuneConfig(
-        learning_rates=[1e-3, 1e-4], seeds=[1], batch_size=8, epochs=2, max_seq_length=32
+        learning_rates=[1e-3, 1e-4],
+        seeds=[1],
+        batch_size=8,
+        epochs=2,
+        max_seq_length=32,
+        progress_bar=False,
     )
     result = _run(data, checkpoint, config)
     assert [t["learning_rate"] for t in result.trials] == [1e-3, 1e-4]
@@ -62,11 +66,6 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
         assert predict(model, get_task("mnli"), features, 64).tolist() == kept
     assert result.checkpoint["config"]["id2label"]["2"] == "contradiction"
     assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
-
-
-def test_linear_warmup_then_decay():
-    f = linear_warmup_decay(warmup_steps=2, total_steps=10)
-    assert [f(s) for s in (0, 1, 2, 6, 10)] == pytest.approx([0, 0.5, 1, 0.5, 0])
 
 
 def test_mnli_init_wiring():

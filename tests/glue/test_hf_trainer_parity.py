@@ -41,9 +41,14 @@ def _ours(task, train, dev, checkpoint, monkeypatch) -> list[float]:
 
     monkeypatch.setattr(GlueModule, "training_step", recording)
     config = ft.FinetuneConfig(
-        learning_rates=[LR], seeds=[SEED], epochs=EPOCHS, batch_size=BATCH, max_seq_length=MAX_LEN
+        learning_rates=[LR],
+        seeds=[SEED],
+        epochs=EPOCHS,
+        batch_size=BATCH,
+        max_seq_length=MAX_LEN,
+        progress_bar=False,
     )
-    ft.finetune_task(task, train, dev, dev.head(0), checkpoint, config, progress_bar=False)
+    ft.finetune_task(task, train, dev, dev.head(0), checkpoint, config)
     return losses
 
 

@@ -88,7 +88,7 @@ def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
     stsb = next(r for r in children if r.data.tags["glue_task"] == "stsb")
     assert stsb.data.params["learning_rates"] == "[0.001]"
     history = client.get_metric_history(stsb.info.run_id, "lr_0.001_seed_42/dev_pearson")
-    assert [m.step for m in history] == [0, 1]
+    assert len(history) == 2  # one dev pass per epoch, at the step it ended on
     artifacts = {a.path for a in client.list_artifacts(stsb.info.run_id)}
     assert {"best_checkpoint", "predictions", "dev_metrics.json"} <= artifacts
     parent = parents[0]

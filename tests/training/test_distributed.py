@@ -81,7 +81,7 @@ def test_entry_point_without_kedro_opens_and_closes_its_own_run(
     client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
     (run,) = client.search_runs([client.get_experiment_by_name("standalone").experiment_id])
     assert run.info.status == "FINISHED"
-    assert run.data.params["lr"] == "0.001" and "val/mlm_loss" in run.data.metrics
+    assert run.data.params["optimizer.lr"] == "0.001" and "val/mlm_loss" in run.data.metrics
 
 
 def test_readme_torchrun_command_with_the_shipped_parameters_file(

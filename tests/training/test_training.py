@@ -27,38 +27,53 @@ from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
 from bert_pipeline.model import BertConfig, BertModel
 from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint, save_pretrained
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.core import linear_warmup_decay, parameter_groups
 from bert_pipeline.training.data import (
     ExampleTable,
     PretrainingDataModule,
     ResumableBatchSampler,
     split_indices,
 )
-from bert_pipeline.training.module import (
-    BertPretrainingModule,
-    linear_warmup_decay,
-    parameter_groups,
-)
+from bert_pipeline.training.module import BertPretrainingModule
 from bert_pipeline.training.trainer import run_training
+
+_NESTED = {  # short names the tests use -> the parameter paths of pretrain_model
+    "lr": ("optimizer", "lr"),
+    "warmup_steps": ("schedule", "warmup_steps"),
+    "max_steps": ("schedule", "max_steps"),
+    "init_from": ("model", "init_from"),
+    "model_overrides": ("model", "overrides"),
+}
 
 
 def tiny_config(tmp_path, **overrides) -> TrainingConfig:
-    values = dict(
-        model_preset="tiny",
-        model_overrides={"hidden_size": 32, "intermediate_size": 64, "max_position_embeddings": 64},
-        lr=2e-3,
-        warmup_steps=2,
-        max_steps=6,
-        batch_size=8,
-        val_split=0.15,
-        val_every_n_steps=3,
-        log_every_n_steps=1,
-        checkpoint_every_n_steps=3,
-        checkpoint_dir=str(tmp_path / "ckpt"),
-        progress_bar=False,
-        accelerator="cpu",
-    )
-    values.update(overrides)
-    return TrainingConfig(**values)
+    params = {
+        "model": {
+            "preset": "tiny",
+            "overrides": {
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "max_position_embeddings": 64,
+            },
+        },
+        "optimizer": {"lr": 2e-3},
+        "schedule": {"warmup_steps": 2, "max_steps": 6},
+        "batch_size": 8,
+        "val_split": 0.15,
+        "val_every_n_steps": 3,
+        "log_every_n_steps": 1,
+        "checkpoint_every_n_steps": 3,
+        "checkpoint_dir": str(tmp_path / "ckpt"),
+        "progress_bar": False,
+        "accelerator": "cpu",
+    }
+    for key, value in overrides.items():
+        if key in _NESTED:
+            group, name = _NESTED[key]
+            params[group][name] = value
+        else:
+            params[key] = value
+    return TrainingConfig.from_params(params)
 
 
 def datamodule(tokenizer, examples, **kwargs) -> PretrainingDataModule:
@@ -80,7 +95,7 @@ def test_config_from_params_names_bad_parameter():
         "schedule": {"warmup_steps": 2, "max_steps": 10},
     }
     cfg = TrainingConfig.from_params(params)
-    assert (cfg.model_preset, cfg.lr, cfg.max_steps) == ("mini", 5e-4, 10)
+    assert (cfg.model.preset, cfg.optimizer.lr, cfg.schedule.max_steps) == ("mini", 5e-4, 10)
     # the node hands the same dict to the multi-device launcher: it must be left intact
     assert params["optimizer"] == {"lr": 5e-4} and params["schedule"]["max_steps"] == 10
     assert TrainingConfig.from_params(params) == cfg
@@ -90,6 +105,12 @@ def test_config_from_params_names_bad_parameter():
         TrainingConfig.from_params({"schedule": {"warmup_steps": 20, "max_steps": 10}})
     with pytest.raises(TrainingConfigError, match="pretrain_model.batch_sise"):
         TrainingConfig.from_params({"batch_sise": 3})
+    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr: .*'fast'"):
+        TrainingConfig.from_params({"optimizer": {"lr": "fast"}})
+    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr must be > 0"):
+        TrainingConfig.from_params({"optimizer": {"lr": 0}})
+    # YAML reads 5e-5 as a string; the typed parameters take it as the float it means
+    assert TrainingConfig.from_params({"optimizer": {"lr": "5e-5"}}).optimizer.lr == 5e-5
 
 
 def test_no_weight_decay_on_layernorm_and_biases():
@@ -108,11 +129,16 @@ def test_no_weight_decay_on_layernorm_and_biases():
 
 
 def test_linear_warmup_then_linear_decay():
-    f = linear_warmup_decay(warmup_steps=4, max_steps=10)
-    values = [f(s) for s in range(11)]
-    assert values[:4] == sorted(values[:4]) and values[3] < 1.0
-    assert values[4] == pytest.approx(1.0)
-    assert values[4:] == sorted(values[4:], reverse=True) and values[10] == 0.0
+    """google's and transformers' schedule: 0 at step 0, 1 at the end of warmup, 0 at the end."""
+    f = linear_warmup_decay(warmup_steps=4, total_steps=10)
+    assert [f(s) for s in range(11)] == pytest.approx(
+        [0, 0.25, 0.5, 0.75, 1, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6, 0]
+    )
+    assert linear_warmup_decay(0, 10)(0) == 1.0
+    transformers = pytest.importorskip("transformers")
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    hf = transformers.get_linear_schedule_with_warmup(optimizer, 4, 10).lr_lambdas[0]
+    assert [f(s) for s in range(11)] == pytest.approx([hf(s) for s in range(11)])
 
 
 def test_split_holds_out_whole_documents(tiny_examples):
@@ -167,7 +193,9 @@ def test_loss_decreases_on_a_tiny_batch(tiny_tokenizer, tiny_examples):
     config = BertConfig.from_preset(
         "tiny", vocab_size=tiny_tokenizer.get_vocab_size(), hidden_size=64, intermediate_size=128
     )
-    module = BertPretrainingModule(config.to_dict(), lr=3e-3, warmup_steps=0, max_steps=100)
+    module = BertPretrainingModule(
+        config.to_dict(), optimizer={"lr": 3e-3}, warmup_steps=0, max_steps=100
+    )
     optimizer = module.configure_optimizers()["optimizer"]
     losses = []
     for _ in range(25):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
@@ -128,19 +128,23 @@ def tokenizer_from_vocab(vocab_file: str | Path, lowercase: bool = True) -> Toke
     path = Path(vocab_file)
     if not path.is_file():
         raise FileNotFoundError(f"vocab file {path} does not exist")
+    return _from_vocab_text(path.read_text(encoding="utf-8"), lowercase, str(path))
+
+
+def _from_vocab_text(text: str, lowercase: bool, source: str) -> Tokenizer:
     vocab: dict[str, int] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         token = line.rstrip("\r\n")
         if token and token not in vocab:
             vocab[token] = len(vocab)
     if not vocab:
-        raise TokenizerError(f"{path}: the vocabulary is empty")
+        raise TokenizerError(f"{source}: the vocabulary is empty")
     if UNK not in vocab:
-        raise TokenizerError(f"{path}: vocabulary lacks the special token(s) ['{UNK}']")
+        raise TokenizerError(f"{source}: vocabulary lacks the special token(s) ['{UNK}']")
     tok = _configure(
         Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase
     )
-    return _add_post_processor(tok, str(path))
+    return _add_post_processor(tok, source)
 
 
 def vocab_lines(tok: Tokenizer) -> list[str]:
@@ -152,22 +156,46 @@ def vocab_lines(tok: Tokenizer) -> list[str]:
     return [t for t, _ in ordered]
 
 
+def tokenizer_files(tok: Tokenizer) -> dict[str, bytes]:
+    """tokenizer.json (the whole pipeline) and vocab.txt (for BERT tools that read only that)."""
+    return {
+        TOKENIZER_FILE: tok.to_str().encode("utf-8"),
+        VOCAB_FILE: ("\n".join(vocab_lines(tok)) + "\n").encode("utf-8"),
+    }
+
+
+def tokenizer_from_files(
+    files: Mapping[str, bytes], lowercase: bool = True, source: str = "tokenizer"
+) -> Tokenizer:
+    """The tokenizer from tokenizer.json if present, else from vocab.txt (then `lowercase` sets
+    the normalizer, as the vocabulary alone cannot tell)."""
+    if TOKENIZER_FILE in files:
+        where = f"{source}/{TOKENIZER_FILE}"
+        try:
+            tok = Tokenizer.from_str(files[TOKENIZER_FILE].decode("utf-8"))
+        except Exception as exc:  # tokenizers raises a bare Exception for bad JSON
+            raise TokenizerError(f"{where}: not a tokenizers JSON file ({exc})") from None
+        special_token_ids(tok, where)
+        return tok
+    if VOCAB_FILE in files:
+        return _from_vocab_text(
+            files[VOCAB_FILE].decode("utf-8"), lowercase, f"{source}/{VOCAB_FILE}"
+        )
+    raise FileNotFoundError(f"{source} holds neither {TOKENIZER_FILE} nor {VOCAB_FILE}")
+
+
 def save_tokenizer(tok: Tokenizer, directory: str | Path) -> None:
     """Writes tokenizer.json and vocab.txt into `directory` (created if needed)."""
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    tok.save(str(out / TOKENIZER_FILE))
-    (out / VOCAB_FILE).write_text("\n".join(vocab_lines(tok)) + "\n", encoding="utf-8")
+    for name, data in tokenizer_files(tok).items():
+        (out / name).write_bytes(data)
 
 
 def load_tokenizer(directory: str | Path, lowercase: bool = True) -> Tokenizer:
-    """Loads a tokenizer folder: tokenizer.json if present, else vocab.txt (then `lowercase`
-    sets the normalizer, as the vocabulary alone cannot tell)."""
+    """Loads a tokenizer folder (see `tokenizer_from_files`)."""
     path = Path(directory)
-    if (path / TOKENIZER_FILE).is_file():
-        tok = Tokenizer.from_file(str(path / TOKENIZER_FILE))
-        special_token_ids(tok, str(path / TOKENIZER_FILE))
-        return tok
-    if (path / VOCAB_FILE).is_file():
-        return tokenizer_from_vocab(path / VOCAB_FILE, lowercase=lowercase)
-    raise FileNotFoundError(f"{path} holds neither {TOKENIZER_FILE} nor {VOCAB_FILE}")
+    files = {
+        n: (path / n).read_bytes() for n in (TOKENIZER_FILE, VOCAB_FILE) if (path / n).is_file()
+    }
+    return tokenizer_from_files(files, lowercase, str(path))

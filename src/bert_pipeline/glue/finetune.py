@@ -8,25 +8,23 @@ averaged). No Kedro here; MLflow is used only when a run id is given.
 from __future__ import annotations
 
 import logging
-import math
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
 import pandas as pd
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import DataLoader, DistributedSampler
 
-from bert_pipeline.data.tokenizer import load_tokenizer
+from bert_pipeline.data.tokenizer import tokenizer_from_files
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.module import GlueModule
+from bert_pipeline.glue.module import GlueDataModule, GlueModule, TrialParams, sequential_loader
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_from_checkpoint, model_to_checkpoint
+from bert_pipeline.training.config import ConfigError, DeviceParams, parse_params
+from bert_pipeline.training.core import build_trainer, mlflow_logger
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +36,7 @@ class CheckpointMismatchError(ValueError):
 
 
 @dataclass
-class FinetuneConfig:
+class FinetuneConfig(DeviceParams):
     """Hyperparameters of one task (paper defaults: batch 32, 3 epochs, lr in {5,4,3,2}e-5)."""
 
     learning_rates: list[float] = field(default_factory=lambda: [2e-5])
@@ -49,33 +47,33 @@ class FinetuneConfig:
     warmup_proportion: float = 0.1
     weight_decay: float = 0.01
     max_seq_length: int = 128
-    gradient_clip_val: float = 1.0
     lowercase: bool = True
-    accelerator: str = "auto"
-    precision: str = "32"
+    deterministic: Any = True
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
-        """Builds from a parameters dict; unknown or invalid keys name `where` (the yml path)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} in {where}; known: {sorted(known)}")
-        config = cls(**params)
-        for name, cast in (("learning_rates", float), ("seeds", int)):
-            values = getattr(config, name)
-            if not isinstance(values, list | tuple) or not values:
-                raise ValueError(f"{where}.{name} must be a non-empty list, got {values!r}")
-            try:
-                setattr(config, name, [cast(v) for v in values])
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}.{name} must hold numbers, got {values!r}") from None
+        """Typed and checked; errors name the parameter as `<where>.<key>`."""
+        return parse_params(cls, params, where)
+
+    def check(self, root: str) -> None:
+        self.check_devices(root)
+        for name in ("learning_rates", "seeds"):
+            if not getattr(self, name):
+                raise ConfigError(f"parameter {root}.{name} must be a non-empty list")
         for name in ("batch_size", "eval_batch_size", "epochs", "max_seq_length"):
-            if int(getattr(config, name)) < 1:
-                raise ValueError(f"{where}.{name} must be >= 1, got {getattr(config, name)}")
-        if not 0 <= config.warmup_proportion < 1:
-            raise ValueError(f"{where}.warmup_proportion must be in [0, 1)")
-        return config
+            if getattr(self, name) < 1:
+                raise ConfigError(
+                    f"parameter {root}.{name} must be >= 1, got {getattr(self, name)}"
+                )
+        if not 0 <= self.warmup_proportion < 1:
+            raise ConfigError(f"parameter {root}.warmup_proportion must be in [0, 1)")
+        if self.devices != 1 or self.num_nodes != 1:
+            raise ConfigError(f"parameter {root}.devices / num_nodes: a task trains on one device")
+        if min(self.learning_rates) <= 0 or self.weight_decay < 0:
+            raise ConfigError(
+                f"parameter {root}.learning_rates must be > 0 and weight_decay >= 0, got "
+                f"{self.learning_rates} and {self.weight_decay}"
+            )
 
 
 @dataclass
@@ -96,10 +94,7 @@ def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool)
             f"{source}: no tokenizer.json or vocab.txt beside the weights; export the model with "
             "its tokenizer files"
         )
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, data in files.items():
-            (Path(tmp) / name).write_bytes(data)
-        return load_tokenizer(tmp, lowercase=lowercase)
+    return tokenizer_from_files(files, lowercase, source)
 
 
 def check_checkpoint(checkpoint: Mapping, tokenizer: Tokenizer, source: str) -> None:
@@ -158,44 +153,22 @@ def build_classifier(
     return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
 
 
-def _mlflow_epoch_logger(run_id: str, prefix: str):
-    """Logs a trial's dev metrics after every epoch to the task's MLflow run, step = epoch."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient()
-
-    def log(epoch: int, metrics: dict[str, dict[str, float]]) -> None:
-        for split, values in metrics.items():
-            for name, value in values.items():
-                client.log_metric(run_id, f"{prefix}{split}_{name}", value, step=epoch)
-
-    return log
-
-
-def _loader(features: GlueFeatures, batch_size: int, seed: int | None = None) -> DataLoader:
-    """Sequential, or shuffled with epoch e's order from seed + e.
-
-    That is accelerate's seedable sampler, which transformers' Trainer uses: a trial sees the
-    batches of the HF run with the same seed. DistributedSampler with one replica does exactly
-    this, and Lightning calls its set_epoch.
-    """
-    sampler = None
-    if seed is not None:
-        sampler = DistributedSampler(features, num_replicas=1, rank=0, shuffle=True, seed=seed)
-    return DataLoader(features, batch_size=batch_size, sampler=sampler, collate_fn=features.collate)
-
-
 @torch.no_grad()
 def predict(
     model: BertForSequenceClassification, task: GlueTask, features: GlueFeatures, batch_size: int
 ) -> torch.Tensor:
+    """Predictions of a saved model, outside any Trainer (tests, notebooks)."""
     model.eval()
     out = []
-    for batch in _loader(features, batch_size):
+    for batch in sequential_loader(features, batch_size):
         _, logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         out.append(logits.squeeze(-1) if task.is_regression else logits.argmax(-1))
     dtype = torch.float32 if task.is_regression else torch.long
     return torch.cat(out) if out else torch.empty(0, dtype=dtype)
+
+
+def encode(task: GlueTask, tokenizer: Tokenizer, frame: pd.DataFrame, length: int) -> GlueFeatures:
+    return GlueFeatures(encode_table(tokenizer, frame, length), frame["label"], task.is_regression)
 
 
 def _prediction_frame(task: GlueTask, frame: pd.DataFrame, preds: torch.Tensor) -> pd.DataFrame:
@@ -221,12 +194,12 @@ def finetune_task(
     *,
     source: str = "checkpoint",
     mlflow_run_id: str | None = None,
-    progress_bar: bool = True,
 ) -> FinetuneResult:
     """Runs the (lr, seed) grid and returns the best model as a checkpoint value plus its outputs.
 
     `dev` and `test` hold all dev (test) splits of the task, told apart by their `split`
-    column; the first model selection signal is the dev score averaged over dev splits.
+    column; the model selection signal is the dev score averaged over dev splits. With
+    `mlflow_run_id` every trial's metrics go to that run, prefixed by the trial's name.
     """
     if len(train) == 0:
         raise ValueError(f"task {task.name}: the train split is empty")
@@ -238,65 +211,45 @@ def finetune_task(
             f"max_seq_length={config.max_seq_length} exceeds the model's "
             f"max_position_embeddings={max_positions} ({source})"
         )
-    train_features = GlueFeatures(
-        encode_table(tokenizer, train, config.max_seq_length), train["label"], task.is_regression
-    )
     dev_names = [s for s in task.dev_splits if (dev["split"] == s).any()]
     missing = sorted(set(task.dev_splits) - set(dev_names))
     if missing:
         raise ValueError(f"task {task.name}: no rows for dev split(s) {missing}")
     dev_frames = [dev[dev["split"] == s].reset_index(drop=True) for s in dev_names]
-    dev_features = [
-        GlueFeatures(
-            encode_table(tokenizer, f, config.max_seq_length), f["label"], task.is_regression
-        )
-        for f in dev_frames
-    ]
-    steps = math.ceil(len(train_features) / config.batch_size) * config.epochs
-    trials, best_module, best_trial = [], None, None
+    length = config.max_seq_length
+    train_features = encode(task, tokenizer, train, length)
+    dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
+    test_features = encode(task, tokenizer, test, length)
+
+    trials, best = [], None
     for lr in config.learning_rates:
         for seed in config.seeds:
+            trial = TrialParams(lr, seed, config.weight_decay, config.warmup_proportion)
             model = build_classifier(checkpoint, task, source, seed)
             pl.seed_everything(seed, workers=True, verbose=False)  # dropout, as Trainer(seed=)
-            prefix = f"lr_{lr:g}_seed_{seed}/"
-            module = GlueModule(
-                model,
-                task,
-                dev_names,
-                float(lr),
-                config.weight_decay,
-                config.warmup_proportion,
-                steps,
-                _mlflow_epoch_logger(mlflow_run_id, prefix) if mlflow_run_id else None,
+            module = GlueModule(model, task, dev_names, trial)
+            data = GlueDataModule(
+                train_features,
+                dev_features,
+                test_features,
+                config.batch_size,
+                config.eval_batch_size,
+                seed,
             )
-            with tempfile.TemporaryDirectory() as root:
-                trainer = pl.Trainer(
-                    max_epochs=config.epochs,
-                    accelerator=config.accelerator,
-                    devices=1,
-                    precision=config.precision,
-                    deterministic=True,
-                    logger=False,
-                    enable_checkpointing=False,
-                    enable_model_summary=False,
-                    num_sanity_val_steps=0,
-                    gradient_clip_val=config.gradient_clip_val,
-                    enable_progress_bar=progress_bar,
-                    default_root_dir=root,
-                )
-                trainer.fit(
-                    module,
-                    train_dataloaders=_loader(train_features, config.batch_size, seed),
-                    val_dataloaders=[_loader(f, config.eval_batch_size) for f in dev_features],
-                )
-            trial = {
+            trainer = build_trainer(
+                config,
+                loggers=mlflow_logger(mlflow_run_id, prefix=trial.name),
+                max_epochs=config.epochs,
+            )
+            trainer.fit(module, datamodule=data)
+            record = {
                 "learning_rate": float(lr),
                 "seed": int(seed),
                 "best_epoch": module.best_epoch,
                 "best_score": module.best_score,
                 "history": module.history,
             }
-            trials.append(trial)
+            trials.append(record)
             logger.info(
                 "%s lr=%g seed=%d: best dev score %.4f at epoch %d",
                 task.name,
@@ -305,34 +258,37 @@ def finetune_task(
                 module.best_score,
                 module.best_epoch,
             )
-            if best_trial is None or module.best_score > best_trial["best_score"]:
-                best_trial, best_module = trial, module
-            del model
-    assert best_module is not None and best_trial is not None
-    model = best_module.model
-    model.load_state_dict(best_module.best_state)
+            if best is None or module.best_score > best[0]["best_score"]:
+                best = (record, module, trainer, data)
+    assert best is not None
+    best_trial, module, trainer, data = best
+    module.model.load_state_dict(module.best_state)
     dev_metrics = best_trial["history"][best_trial["best_epoch"]]["metrics"]
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
         _prediction_frame(task, f, preds)
-        for f, preds in zip(dev_frames, best_module.best_predictions, strict=True)
+        for f, preds in zip(dev_frames, module.best_predictions, strict=True)
     ]
-    test_features = GlueFeatures(
-        encode_table(tokenizer, test, config.max_seq_length), test["label"], task.is_regression
+    test_preds = _prediction_frame(task, test, _predict_test(trainer, module, data, task))
+    out = model_to_checkpoint(
+        module.model,
+        checkpoint.get("tokenizer_files"),
+        labels=None if task.is_regression else task.labels,
+        finetuning_task=task.name,
     )
-    test_preds = _prediction_frame(
-        task, test, predict(model, task, test_features, config.eval_batch_size)
-    )
-    out = model_to_checkpoint(model, checkpoint.get("tokenizer_files"))
-    if not task.is_regression:
-        out["config"]["id2label"] = {str(i): name for i, name in enumerate(task.labels)}
-        out["config"]["label2id"] = {name: i for i, name in enumerate(task.labels)}
-    out["config"]["finetuning_task"] = task.name
-    best = {k: best_trial[k] for k in ("learning_rate", "seed", "best_epoch", "best_score")}
+    best_keys = ("learning_rate", "seed", "best_epoch", "best_score")
     return FinetuneResult(
         checkpoint=out,
         dev_metrics=dev_metrics,
-        best=best,
+        best={k: best_trial[k] for k in best_keys},
         trials=trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,
     )
+
+
+def _predict_test(
+    trainer: pl.Trainer, module: GlueModule, data: GlueDataModule, task: GlueTask
+) -> torch.Tensor:
+    if len(data.test) == 0:
+        return torch.empty(0, dtype=torch.float32 if task.is_regression else torch.long)
+    return torch.cat(trainer.predict(module, datamodule=data)).cpu()

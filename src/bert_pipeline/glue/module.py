@@ -1,40 +1,87 @@
-"""Lightning module for GLUE fine-tuning: the paper's recipe, all weights trained.
+"""Lightning module and data module for GLUE fine-tuning: the paper's recipe, all weights trained.
 
-[CLS] pooled output -> dropout -> one new linear layer (BertForSequenceClassification), AdamW
-with weight decay except on biases and LayerNorm weights, linear warmup then linear decay to 0.
+[CLS] pooled output -> dropout -> one new linear layer (BertForSequenceClassification); the
+optimizer, schedule and Trainer are the shared ones of `bert_pipeline.training.core`.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import lightning.pytorch as pl
 import torch
-from torch.optim.lr_scheduler import LambdaLR
+from torch.utils.data import DataLoader, DistributedSampler
 
+from bert_pipeline.glue.features import GlueFeatures
 from bert_pipeline.glue.metrics import compute_metrics, task_score
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
+from bert_pipeline.training.config import OptimizerParams
+from bert_pipeline.training.core import configure_adamw
 
 
-def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
-    """LR multiplier: 0 -> 1 over `warmup_steps`, then 1 -> 0 at `total_steps` (as BERT/HF)."""
+@dataclass
+class TrialParams:
+    """One trial of the lr x seed grid; the total step count comes from the Trainer."""
 
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / max(1, warmup_steps)
-        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+    learning_rate: float
+    seed: int
+    weight_decay: float = 0.01
+    warmup_proportion: float = 0.1
 
-    return factor
+    @property
+    def name(self) -> str:
+        """Prefix of the trial's metrics in the task's MLflow run."""
+        return f"lr_{self.learning_rate:g}_seed_{self.seed}"
+
+
+class GlueDataModule(pl.LightningDataModule):
+    """Encoded train, dev (one loader per dev split, MNLI has two) and test features.
+
+    Training batches are shuffled with epoch e's order drawn from seed + e: accelerate's seedable
+    sampler, which transformers' Trainer uses, so a trial sees the batches of the HF run with the
+    same seed. DistributedSampler with one replica does exactly this (Lightning calls set_epoch).
+    """
+
+    def __init__(
+        self,
+        train: GlueFeatures,
+        dev: list[GlueFeatures],
+        test: GlueFeatures | None,
+        batch_size: int,
+        eval_batch_size: int,
+        seed: int,
+    ) -> None:
+        super().__init__()
+        self.train, self.dev, self.test = train, dev, test
+        self.batch_size, self.eval_batch_size, self.seed = batch_size, eval_batch_size, seed
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = DistributedSampler(
+            self.train, num_replicas=1, rank=0, shuffle=True, seed=self.seed
+        )
+        return DataLoader(
+            self.train, self.batch_size, sampler=sampler, collate_fn=self.train.collate
+        )
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [sequential_loader(f, self.eval_batch_size) for f in self.dev]
+
+    def predict_dataloader(self) -> DataLoader:
+        return sequential_loader(self.test, self.eval_batch_size)
+
+
+def sequential_loader(features: GlueFeatures, batch_size: int) -> DataLoader:
+    return DataLoader(features, batch_size=batch_size, collate_fn=features.collate)
 
 
 class GlueModule(pl.LightningModule):
     """Trains one task; after every dev pass records the dev metrics and keeps the best weights.
 
-    `dev_names` are the split names of the validation dataloaders, in order (MNLI has two);
-    `on_dev_metrics(epoch, {split: {metric: value}})` is called after every dev pass.
+    `dev_names` are the split names of the validation dataloaders, in order.
     """
 
     def __init__(
@@ -42,21 +89,15 @@ class GlueModule(pl.LightningModule):
         model: BertForSequenceClassification,
         task: GlueTask,
         dev_names: list[str],
-        learning_rate: float,
-        weight_decay: float,
-        warmup_proportion: float,
-        total_steps: int,
-        on_dev_metrics: Callable[[int, dict[str, dict[str, float]]], None] | None = None,
+        trial: TrialParams,
     ):
         super().__init__()
+        self.save_hyperparameters(
+            {"task": task.name, "dev_names": list(dev_names), **dataclasses.asdict(trial)}
+        )
         self.model = model
         self.task = task
-        self.dev_names = dev_names
-        self.learning_rate = learning_rate
-        self.weight_decay = weight_decay
-        self.warmup_steps = int(warmup_proportion * total_steps)
-        self.total_steps = total_steps
-        self.on_dev_metrics = on_dev_metrics
+        self.trial = trial
         self.history: list[dict] = []
         self.best_score = float("-inf")
         self.best_epoch = -1
@@ -90,13 +131,11 @@ class GlueModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         outputs = {i: (torch.cat(p), torch.cat(t)) for i, (p, t) in sorted(self._outputs.items())}
         metrics = {
-            self.dev_names[i]: compute_metrics(self.task, preds, labels)
+            self.hparams.dev_names[i]: compute_metrics(self.task, preds, labels)
             for i, (preds, labels) in outputs.items()
         }
         score = task_score(metrics)
         self.history.append({"epoch": self.current_epoch, "score": score, "metrics": metrics})
-        if self.on_dev_metrics is not None:
-            self.on_dev_metrics(self.current_epoch, metrics)
         for split, values in metrics.items():
             for name, value in values.items():
                 self.log(f"{split}_{name}", value, prog_bar=True)
@@ -109,16 +148,13 @@ class GlueModule(pl.LightningModule):
             )
             self.best_predictions = [preds for preds, _ in outputs.values()]
 
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self.predictions(self(batch))
+
     def configure_optimizers(self):
-        no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-        params = list(self.model.named_parameters())
-        groups = [
-            {
-                "params": [p for n, p in params if not n.endswith(no_decay)],
-                "weight_decay": self.weight_decay,
-            },
-            {"params": [p for n, p in params if n.endswith(no_decay)], "weight_decay": 0.0},
-        ]
-        optimizer = torch.optim.AdamW(groups, lr=self.learning_rate, betas=(0.9, 0.999), eps=1e-6)
-        schedule = LambdaLR(optimizer, linear_warmup_decay(self.warmup_steps, self.total_steps))
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
+        total = int(self.trainer.estimated_stepping_batches)
+        optimizer = OptimizerParams(
+            lr=self.trial.learning_rate, weight_decay=self.trial.weight_decay
+        )
+        warmup = int(self.trial.warmup_proportion * total)
+        return configure_adamw(self, self.model, optimizer, warmup, total)

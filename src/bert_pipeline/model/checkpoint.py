@@ -19,15 +19,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
 from torch import nn
 
+from bert_pipeline.data.tokenizer import tokenizer_files
 from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel
 from bert_pipeline.model.config import BertConfig
@@ -114,8 +116,13 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
     return directory
 
 
-def tokenizer_files_from(source: str | Path | Iterable[str | Path] | Mapping[str, bytes]) -> dict:
-    """Tokenizer files as {name: bytes} from a folder, a list of files or such a mapping."""
+TokenizerSource = Tokenizer | str | Path | Iterable[str | Path] | Mapping[str, bytes]
+
+
+def tokenizer_files_from(source: TokenizerSource) -> dict:
+    """Tokenizer files as {name: bytes} from a Tokenizer, a folder, a list of files or a mapping."""
+    if isinstance(source, Tokenizer):
+        return tokenizer_files(source)
     if isinstance(source, Mapping):
         return {str(k): bytes(v) for k, v in source.items()}
     if isinstance(source, str | Path):
@@ -140,22 +147,32 @@ def _architecture(model: nn.Module) -> str:
 
 
 def model_to_checkpoint(
-    model: nn.Module, tokenizer_files: Mapping[str, bytes] | None = None
+    model: nn.Module,
+    tokenizer: TokenizerSource | None = None,
+    *,
+    labels: Sequence[str] | None = None,
+    finetuning_task: str | None = None,
 ) -> Checkpoint:
-    """HF-loadable checkpoint value of a model: tied copies dropped, tensors on CPU."""
+    """The one export: HF-loadable checkpoint value of a model, with its tokenizer files.
+
+    Tied copies are dropped and tensors moved to CPU; a classifier gets `id2label`/`label2id`
+    from `labels` (HF's LABEL_i names without), and `finetuning_task` is recorded as HF does.
+    """
     config = model.config.to_dict()
     config["architectures"] = [_architecture(model)]
     if isinstance(model, BertForSequenceClassification):
-        config["id2label"] = {str(i): f"LABEL_{i}" for i in range(model.num_labels)}
-        config["label2id"] = {f"LABEL_{i}": i for i in range(model.num_labels)}
+        names = list(labels) if labels else [f"LABEL_{i}" for i in range(model.num_labels)]
+        if len(names) != model.num_labels:
+            raise ValueError(f"{len(names)} label names for a {model.num_labels}-way classifier")
+        config["id2label"] = {str(i): name for i, name in enumerate(names)}
+        config["label2id"] = {name: i for i, name in enumerate(names)}
+    if finetuning_task:
+        config["finetuning_task"] = finetuning_task
     state_dict = {
         k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k not in TIED_KEYS
     }
-    return {
-        "config": config,
-        "state_dict": state_dict,
-        "tokenizer_files": dict(tokenizer_files or {}),
-    }
+    files = tokenizer_files_from(tokenizer) if tokenizer is not None else {}
+    return {"config": config, "state_dict": state_dict, "tokenizer_files": files}
 
 
 def _normalise_keys(
@@ -246,13 +263,10 @@ def model_from_checkpoint(
 
 
 def save_pretrained(
-    model: nn.Module,
-    directory: str | Path,
-    tokenizer_dir_or_files: str | Path | Iterable[str | Path] | Mapping[str, bytes] | None = None,
+    model: nn.Module, directory: str | Path, tokenizer: TokenizerSource | None = None
 ) -> Path:
     """Write ``model`` as an HF checkpoint folder, with the tokenizer files if given."""
-    files = tokenizer_files_from(tokenizer_dir_or_files) if tokenizer_dir_or_files else None
-    return write_checkpoint(model_to_checkpoint(model, files), directory)
+    return write_checkpoint(model_to_checkpoint(model, tokenizer), directory)
 
 
 def load_pretrained(

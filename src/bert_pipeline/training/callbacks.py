@@ -74,18 +74,16 @@ class PipelineMLFlowLogger(MLFlowLogger):
     """MLFlowLogger that writes into an existing run (kedro-mlflow's) and never ends it.
 
     Lightning's `finalize` marks the run FINISHED, which would close kedro-mlflow's run before the
-    pipeline's later nodes log their artifacts. Hyperparameters are left to kedro-mlflow (it logs
-    every parameter) unless `log_hparams` is set, e.g. when the entry point runs without Kedro.
+    pipeline's later nodes log their artifacts. Parameters are logged by the run's owner
+    (kedro-mlflow, or the entry point's `log_params`), not from the module's hyperparameters.
+    A `prefix` is joined with "/" (a fine-tuning trial's metrics: `lr_2e-05_seed_42/dev_f1`).
     """
 
-    def __init__(self, *args: Any, log_hparams: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._log_hparams = log_hparams
+    LOGGER_JOIN_CHAR = "/"
 
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
-        if self._log_hparams:
-            super().log_hyperparams(params)
+        return None
 
     @rank_zero_only
     def finalize(self, status: str = "success") -> None:

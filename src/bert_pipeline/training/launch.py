@@ -16,6 +16,7 @@ The Kedro node uses this module for more than one device instead of letting Ligh
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -77,16 +78,26 @@ def read_params(path: str | Path, overrides: list[str] | None = None) -> dict[st
         raise ValueError(f"{path}: {exc}".splitlines()[0]) from None
 
 
-def write_outputs(result: TrainingResult, tokenizer_dir: Path, output: Path) -> None:
+def write_outputs(result: TrainingResult, tokenizer: Tokenizer, output: Path) -> None:
     """Rank 0: exported model, history and metrics; metrics.json last, as the completion marker."""
     output.mkdir(parents=True, exist_ok=True)
-    save_pretrained(result.model, output / MODEL_DIR, tokenizer_dir)
+    save_pretrained(result.model, output / MODEL_DIR, tokenizer)
     tmp = output / f".{HISTORY_FILE}.tmp"
     result.history.to_parquet(tmp, index=False)
     tmp.replace(output / HISTORY_FILE)
     tmp = output / f".{METRICS_FILE}.tmp"
     tmp.write_text(json.dumps(result.metrics, indent=2), encoding="utf-8")
     tmp.replace(output / METRICS_FILE)
+
+
+def log_params(run_id: str, cfg: TrainingConfig) -> None:
+    """The typed parameters, flattened as kedro-mlflow flattens them (`optimizer.lr`)."""
+    import mlflow
+    import pandas as pd
+
+    flat = pd.json_normalize(dataclasses.asdict(cfg), sep=".").iloc[0].to_dict()
+    params = [mlflow.entities.Param(k, str(v)) for k, v in sorted(flat.items())]
+    mlflow.MlflowClient().log_batch(run_id, params=params)
 
 
 def _global_rank() -> int:
@@ -131,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         experiment = mlflow.set_experiment(args.mlflow_experiment)
         run = mlflow.MlflowClient().create_run(experiment.experiment_id)
         run_id, owns_run = run.info.run_id, True
+        log_params(run_id, cfg)
 
     status = "FAILED"
     try:
@@ -140,10 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             cfg,
             mlflow_run_id=run_id,
             mlflow_tracking_uri=args.mlflow_tracking_uri,
-            log_hparams=owns_run,
         )
         if result.is_global_zero:
-            write_outputs(result, Path(args.tokenizer), Path(args.output))
+            write_outputs(result, tokenizer, Path(args.output))
         status = "FINISHED"
     finally:
         if owns_run:

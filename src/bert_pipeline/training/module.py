@@ -11,6 +11,8 @@ from torchmetrics import MeanMetric
 
 from bert_pipeline.data.collator import IGNORE_INDEX
 from bert_pipeline.model import BertConfig, BertForPreTraining
+from bert_pipeline.training.config import OptimizerParams
+from bert_pipeline.training.core import configure_adamw
 
 BATCH_KEYS = (
     "input_ids",
@@ -22,52 +24,19 @@ BATCH_KEYS = (
 )
 
 
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """AdamW groups: decay on weight matrices/embeddings, none on LayerNorm parameters or biases."""
-    no_decay_ids = set()
-    for module in model.modules():
-        if isinstance(module, nn.LayerNorm):
-            no_decay_ids.update(id(p) for p in module.parameters(recurse=False))
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():  # shared (tied) weights appear once
-        if not param.requires_grad:
-            continue
-        if name.endswith("bias") or id(param) in no_decay_ids:
-            no_decay.append(param)
-        else:
-            decay.append(param)
-    return [
-        {"params": decay, "weight_decay": weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
-    ]
-
-
-def linear_warmup_decay(warmup_steps: int, max_steps: int):
-    """LR multiplier: 0 -> 1 over `warmup_steps`, then linearly to 0 at `max_steps`."""
-
-    def factor(step: int) -> float:
-        if step < warmup_steps:
-            return (step + 1) / (warmup_steps + 1)
-        return max(0.0, (max_steps - step) / max(1, max_steps - warmup_steps))
-
-    return factor
-
-
 class BertPretrainingModule(pl.LightningModule):
     """Wraps `BertForPreTraining`; logs train losses per step and validation MLM/NSP metrics."""
 
     def __init__(
         self,
         model_config: dict[str, Any],
-        lr: float = 1e-3,
-        weight_decay: float = 0.01,
-        adam_betas: tuple[float, float] = (0.9, 0.999),
-        adam_eps: float = 1e-6,
+        optimizer: dict[str, Any] | None = None,
         warmup_steps: int = 0,
         max_steps: int = 1000,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters()  # plain values only: checkpoints load with weights_only
+        self.optimizer_params = OptimizerParams(**(optimizer or {}))
         self.config = BertConfig.from_dict(dict(model_config))
         self.model = BertForPreTraining(self.config)
         self.val_mlm_loss = MeanMetric()
@@ -111,24 +80,13 @@ class BertPretrainingModule(pl.LightningModule):
             metric.reset()
 
     def configure_optimizers(self) -> dict[str, Any]:
-        hp = self.hparams
-        mixed = self._trainer is not None and str(self._trainer.precision).endswith("-mixed")
-        optimizer = torch.optim.AdamW(
-            parameter_groups(self.model, hp.weight_decay),
-            lr=hp.lr,
-            betas=tuple(hp.adam_betas),
-            eps=hp.adam_eps,
-            # One fused kernel per step (~6x faster on CPU); Lightning's mixed-precision plugins
-            # refuse gradient clipping with an optimizer that unscales gradients itself.
-            fused=not mixed,
+        return configure_adamw(
+            self,
+            self.model,
+            self.optimizer_params,
+            self.hparams.warmup_steps,
+            self.hparams.max_steps,
         )
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, linear_warmup_decay(hp.warmup_steps, hp.max_steps)
-        )
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
 
     # Exact resume: Lightning restores weights, optimizer, scheduler and (through the stateful
     # loader) the data position; the RNG streams behind dropout are saved here as well.

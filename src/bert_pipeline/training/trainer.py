@@ -6,6 +6,7 @@ device) or by the distributed entry point `bert_pipeline.training.launch` (torch
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -25,13 +26,9 @@ from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained
-from bert_pipeline.training.callbacks import (
-    HistoryLogger,
-    PipelineMLFlowLogger,
-    ProgressBar,
-    TokenThroughput,
-)
+from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.module import BertPretrainingModule
 
@@ -55,26 +52,26 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
 
     With `model.init_from` the architecture is the checkpoint's (overrides such as dropout apply).
     """
+    model = cfg.model
     try:
-        if cfg.init_from:
+        if model.init_from:
             config = BertConfig.from_dict(
-                {**read_checkpoint_config(cfg.init_from), **cfg.model_overrides}
+                {**read_checkpoint_config(model.init_from), **model.overrides}
             )
         else:
             config = BertConfig.from_preset(
-                cfg.model_preset,
-                **{"vocab_size": tokenizer.get_vocab_size(), **cfg.model_overrides},
+                model.preset, **{"vocab_size": tokenizer.get_vocab_size(), **model.overrides}
             )
     except (KeyError, TypeError, ValueError) as err:
         raise TrainingConfigError(
-            f"parameter pretrain_model.model (preset={cfg.model_preset!r}, overrides="
-            f"{cfg.model_overrides}) does not give a valid BertConfig: {err}"
+            f"parameter pretrain_model.model (preset={model.preset!r}, overrides="
+            f"{model.overrides}) does not give a valid BertConfig: {err}"
         ) from err
     if config.vocab_size < tokenizer.get_vocab_size():
         where = (
-            f"the checkpoint pretrain_model.model.init_from={cfg.init_from!r} (pair it with its "
+            f"the checkpoint pretrain_model.model.init_from={model.init_from!r} (pair it with its "
             "own vocab.txt: pretrain_data.tokenizer.vocab_file)"
-            if cfg.init_from
+            if model.init_from
             else "pretrain_model.model.overrides.vocab_size"
         )
         raise TrainingConfigError(
@@ -139,12 +136,6 @@ def parameters_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def _strategy(cfg: TrainingConfig) -> Any:
-    if cfg.strategy == "ddp" and cfg.accelerator == "cpu":
-        return DDPStrategy(process_group_backend="gloo")
-    return cfg.strategy
-
-
 def run_training(
     examples: pd.DataFrame | pa.Table | ExampleShards,
     tokenizer: Tokenizer,
@@ -152,7 +143,6 @@ def run_training(
     *,
     mlflow_run_id: str | None = None,
     mlflow_tracking_uri: str | None = None,
-    log_hparams: bool = False,
     extra_callbacks: list[pl.Callback] | None = None,
 ) -> TrainingResult:
     """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
@@ -181,25 +171,19 @@ def run_training(
     )
     module = BertPretrainingModule(
         model_config.to_dict(),
-        lr=cfg.lr,
-        weight_decay=cfg.weight_decay,
-        adam_betas=cfg.adam_betas,
-        adam_eps=cfg.adam_eps,
-        warmup_steps=cfg.warmup_steps,
-        max_steps=cfg.max_steps,
+        optimizer=dataclasses.asdict(cfg.optimizer),
+        warmup_steps=cfg.schedule.warmup_steps,
+        max_steps=cfg.schedule.max_steps,
     )
 
-    if cfg.init_from:
-        init_weights(module.model, cfg.init_from)
+    if cfg.model.init_from:
+        init_weights(module.model, cfg.model.init_from)
 
     history = HistoryLogger()
-    loggers: list[Any] = [history]
-    if mlflow_run_id:
-        loggers.append(
-            PipelineMLFlowLogger(
-                run_id=mlflow_run_id, tracking_uri=mlflow_tracking_uri, log_hparams=log_hparams
-            )
-        )
+    loggers: list[Any] = [
+        history,
+        *mlflow_logger(mlflow_run_id, mlflow_tracking_uri),
+    ]
     throughput = TokenThroughput(cfg.log_every_n_steps)
     callbacks: list[pl.Callback] = [
         ModelCheckpoint(
@@ -214,29 +198,18 @@ def run_training(
         LearningRateMonitor(logging_interval="step"),
     ]
     callbacks.extend(extra_callbacks or [])
-    if cfg.progress_bar:
-        callbacks.append(ProgressBar(refresh_rate=max(1, cfg.log_every_n_steps // 2)))
 
-    trainer = pl.Trainer(
-        accelerator=cfg.accelerator,
-        devices=cfg.devices,
-        num_nodes=cfg.num_nodes,
-        strategy=_strategy(cfg),
-        precision=cfg.precision,
-        max_steps=cfg.max_steps,
+    trainer = build_trainer(
+        cfg,
+        loggers=loggers,
+        callbacks=callbacks,
+        refresh_rate=max(1, cfg.log_every_n_steps // 2),
+        max_steps=cfg.schedule.max_steps,
         max_epochs=-1,
         accumulate_grad_batches=cfg.accumulate_grad_batches,
-        gradient_clip_val=cfg.gradient_clip_val or None,
-        gradient_clip_algorithm="norm",
         val_check_interval=cfg.val_every_n_steps * cfg.accumulate_grad_batches,
         check_val_every_n_epoch=None,
-        num_sanity_val_steps=0,
         log_every_n_steps=cfg.log_every_n_steps,
-        logger=loggers,
-        callbacks=callbacks,
-        enable_progress_bar=cfg.progress_bar,
-        enable_model_summary=False,
-        deterministic=cfg.deterministic,
         use_distributed_sampler=False,  # the batch sampler shards by rank itself (and resumes)
         default_root_dir=cfg.checkpoint_dir,
     )

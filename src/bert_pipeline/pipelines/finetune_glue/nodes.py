@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -20,6 +20,7 @@ from bert_pipeline.glue.report import (
 )
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.checkpoint import write_checkpoint
+from bert_pipeline.training.core import child_run
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +62,12 @@ def build_task_tables(
 
 def task_config(task: str, params: dict[str, Any]) -> FinetuneConfig:
     """`finetune_glue.defaults` overridden by `finetune_glue.hyperparameters.<task>`."""
+    defaults = params.get("defaults") or {}
+    FinetuneConfig.from_params(defaults, where="finetune_glue.defaults")
     overrides = (params.get("hyperparameters") or {}).get(task) or {}
     return FinetuneConfig.from_params(
-        {**params.get("defaults", {}), **overrides},
-        where=f"finetune_glue.defaults / finetune_glue.hyperparameters.{task}",
+        {**defaults, **overrides}, where=f"finetune_glue.hyperparameters.{task}"
     )
-
-
-def _task_run(task: str):
-    """A child MLflow run under kedro-mlflow's run; nothing when tracking is off."""
-    if mlflow.active_run() is None:
-        return contextlib.nullcontext(None)
-    return mlflow.start_run(run_name=f"glue_{task}", nested=True, tags={"glue_task": task})
 
 
 def _log_task_run(result: FinetuneResult, record: dict) -> None:
@@ -121,12 +116,11 @@ def finetune_glue_task(
         pretrained.get("config", {}).get("_name_or_path")
         or "the checkpoint glue_pretrained_model (runtime parameter glue_model_dir)"
     )
-    with _task_run(task.name) as run:
-        run_id = run.info.run_id if run is not None else None
-        if run is not None:
+    with child_run(f"glue_{task.name}", tags={"glue_task": task.name}) as run_id:
+        if run_id is not None:
             mlflow.log_params(
                 {
-                    **{k: str(v) for k, v in vars(config).items()},
+                    **{k: str(v) for k, v in dataclasses.asdict(config).items()},
                     "task": task.name,
                     "train_examples": len(train),
                     "dev_examples": len(dev),
@@ -145,7 +139,7 @@ def finetune_glue_task(
             "trials": result.trials,
             "mlflow_run_id": run_id,
         }
-        if run is not None:
+        if run_id is not None:
             _log_task_run(result, record)
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 

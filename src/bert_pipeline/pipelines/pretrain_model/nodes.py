@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import mlflow  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
-from bert_pipeline.data.tokenizer import save_tokenizer  # noqa: E402
-from bert_pipeline.model.checkpoint import model_to_checkpoint, tokenizer_files_from  # noqa: E402
+from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
+from bert_pipeline.training.core import active_run  # noqa: E402
 from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
 from bert_pipeline.training.trainer import run_training  # noqa: E402
 
@@ -52,9 +50,7 @@ def pretrain_bert(
     """
     cfg = TrainingConfig.from_params(params)
     examples.check_tokenizer(tokenizer)
-    active = mlflow.active_run()
-    run_id = active.info.run_id if active else None
-    tracking_uri = mlflow.get_tracking_uri() if active else None
+    run_id, tracking_uri = active_run()
     nproc = _local_processes(cfg)
     if nproc > 1:
         model, history, metrics = launch_subprocess(
@@ -70,10 +66,7 @@ def pretrain_bert(
             examples, tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
         )
         model, history, metrics = result.model, result.history, result.metrics
-    with tempfile.TemporaryDirectory() as tmp:
-        save_tokenizer(tokenizer, tmp)
-        checkpoint = model_to_checkpoint(model, tokenizer_files_from(tmp))
-    return checkpoint, history, metrics
+    return model_to_checkpoint(model, tokenizer), history, metrics
 
 
 def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:

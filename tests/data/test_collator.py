@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bert_pipeline.data.collator import IGNORE_INDEX, PretrainingCollator
+from bert_pipeline.data.masking import corrupt, num_to_predict
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 VOCAB = 1000
@@ -134,3 +135,15 @@ def test_workers_get_distinct_streams():
     b0, b1 = list(loader)
     assert torch.equal(b0["next_sentence_label"], b1["next_sentence_label"])
     assert not torch.equal(b0["input_ids"], b1["input_ids"])
+
+
+def test_the_masking_rule_is_googles():
+    """One rule for static examples and the collator: count per sequence and 80/10/10."""
+    lengths = np.array([1, 6, 7, 10, 128, 512])
+    assert num_to_predict(lengths, 0.15, 20).tolist() == [1, 1, 1, 2, 19, 20]  # round half even
+    rng = np.random.default_rng(0)
+    original = np.full(100_000, 7)
+    new = corrupt(original, rng.random(100_000), rng.integers(100, 200, 100_000), MASK)
+    assert np.mean(new == MASK) == pytest.approx(0.8, abs=0.005)
+    assert np.mean(new == 7) == pytest.approx(0.1, abs=0.005)
+    assert np.mean(new >= 100) == pytest.approx(0.1, abs=0.005)

@@ -10,7 +10,6 @@ from bert_pipeline.glue.finetune import (
     check_checkpoint,
     tokenizer_from_checkpoint,
 )
-from bert_pipeline.glue.io import GlueRawDataset
 from bert_pipeline.glue.loading import (
     GlueDataError,
     load_glue_tsv_task,
@@ -18,6 +17,7 @@ from bert_pipeline.glue.loading import (
     read_glue_tsv,
 )
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
+from bert_pipeline.io.glue_dataset import GlueRawDataset
 from bert_pipeline.pipelines.finetune_glue.nodes import task_config
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet

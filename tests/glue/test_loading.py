@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from bert_pipeline.glue.io import GlueRawDataset
 from bert_pipeline.glue.loading import load_glue_tsv_task, load_hf_task, read_glue_tsv
 from bert_pipeline.glue.tasks import TASKS, get_task
+from bert_pipeline.io.glue_dataset import GlueRawDataset
 from bert_pipeline.schemas.glue import examples_schema
 from tests.glue.helpers import examples, split_sizes, write_glue_tsv, write_hf_parquet
 

@@ -77,7 +77,7 @@ def test_tokenizer_files_and_overwrite(tmp_path):
     tok.mkdir()
     (tok / "vocab.txt").write_text("[PAD]\n[UNK]\n")
     (tok / "unrelated.txt").write_text("x")
-    save_pretrained(BertModel(CFG), tmp_path / "ckpt", tokenizer_dir_or_files=tok)
+    save_pretrained(BertModel(CFG), tmp_path / "ckpt", tokenizer=tok)
     assert read_checkpoint(tmp_path / "ckpt")["tokenizer_files"] == {"vocab.txt": b"[PAD]\n[UNK]\n"}
     save_pretrained(BertModel(CFG), tmp_path / "ckpt")  # replaces the whole folder
     assert not (tmp_path / "ckpt" / "vocab.txt").exists()

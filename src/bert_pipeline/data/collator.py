@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from bert_pipeline.data.masking import corrupt, num_to_predict
+
 IGNORE_INDEX = -100
 
 
@@ -127,9 +129,10 @@ class PretrainingCollator:
         specials = torch.tensor(self.special_token_ids, dtype=input_ids.dtype)
         maskable = (attention_mask == 1) & ~torch.isin(input_ids, specials)
         lengths = attention_mask.sum(dim=1)
-        n_predict = torch.round(lengths.double() * self.masked_lm_prob).long().clamp(min=1)
-        n_predict = torch.minimum(n_predict, maskable.sum(dim=1))
-        n_predict = n_predict.clamp(max=self.max_predictions_per_seq)
+        n_predict = num_to_predict(
+            lengths.numpy(), self.masked_lm_prob, self.max_predictions_per_seq
+        )
+        n_predict = torch.minimum(torch.from_numpy(n_predict), maskable.sum(dim=1))
 
         # Uniform choice of n_predict[b] maskable positions: rank random scores, non-maskable last.
         scores = torch.rand(input_ids.shape, generator=gen)
@@ -147,12 +150,10 @@ class PretrainingCollator:
         positions[rows, slot] = cols
         labels[rows, slot] = input_ids[rows, cols]
 
-        # 80% [MASK], 10% random vocabulary id (any id, as google), 10% unchanged.
         draw = torch.rand(rows.numel(), generator=gen)
         random_ids = torch.randint(0, self.vocab_size, (rows.numel(),), generator=gen)
-        new_ids = input_ids[rows, cols].clone()
-        new_ids[draw < 0.8] = self.mask_token_id
-        use_random = draw >= 0.9
-        new_ids[use_random] = random_ids[use_random]
-        input_ids[rows, cols] = new_ids
+        new_ids = corrupt(
+            input_ids[rows, cols].numpy(), draw.numpy(), random_ids.numpy(), self.mask_token_id
+        )
+        input_ids[rows, cols] = torch.from_numpy(new_ids)
         return positions, labels

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from bert_pipeline.data.masking import corrupt, num_to_predict
+
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
 SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across shards
 
@@ -231,8 +233,7 @@ def _mask(
     sizes = np.zeros((n, g_max), dtype=np.int64)
     np.add.at(sizes, (rows[maskable], gid[maskable]), 1)
 
-    n_predict = np.round(lengths * cfg.masked_lm_prob).astype(np.int64)
-    n_predict = np.minimum(np.maximum(n_predict, 1), cfg.max_predictions_per_seq)
+    n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
 
     scores = rng.random((n, g_max))
     valid = np.arange(g_max)[None, :] < n_groups[:, None]
@@ -260,11 +261,7 @@ def _mask(
     r, c = np.nonzero(selected)
     draw = rng.random(len(r))
     random_ids = rng.integers(0, vocab.size, len(r))
-    new = original[r, c].copy()
-    new[draw < 0.8] = vocab.mask_id
-    use_random = draw >= 0.9  # google: else 50% keep, 50% random word
-    new[use_random] = random_ids[use_random]
-    ids[r, c] = new
+    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
     return selected, original
 
 

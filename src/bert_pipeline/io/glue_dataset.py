@@ -28,7 +28,7 @@ class GlueRawDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     Example catalog entry (one per task through a dataset factory)::
 
         "{task}.glue_raw":
-          type: bert_pipeline.glue.io.GlueRawDataset
+          type: bert_pipeline.io.glue_dataset.GlueRawDataset
           task: "{task}"
           path: data/01_raw/glue_sample
     """

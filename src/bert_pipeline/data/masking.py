@@ -1,0 +1,30 @@
+"""BERT's masking rule, one definition for the static example creator and the dynamic collator.
+
+How many tokens a sequence predicts, and what each predicted token becomes (google's
+`create_masked_lm_predictions`): 80% [MASK], 10% a random vocabulary id, 10% unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MASK_SHARE, KEEP_SHARE = 0.8, 0.1  # the rest becomes a random id
+
+
+def num_to_predict(
+    lengths: np.ndarray, masked_lm_prob: float, max_predictions_per_seq: int
+) -> np.ndarray:
+    """`min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))` per row."""
+    n = np.round(np.asarray(lengths) * masked_lm_prob).astype(np.int64)
+    return np.minimum(np.maximum(n, 1), max_predictions_per_seq)
+
+
+def corrupt(
+    original: np.ndarray, draw: np.ndarray, random_ids: np.ndarray, mask_id: int
+) -> np.ndarray:
+    """The inputs at the predicted positions; `draw` ~ U[0, 1) and `random_ids` one per position."""
+    new = original.copy()
+    new[draw < MASK_SHARE] = mask_id
+    use_random = draw >= MASK_SHARE + KEEP_SHARE
+    new[use_random] = random_ids[use_random]
+    return new

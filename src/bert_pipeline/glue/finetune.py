@@ -48,6 +48,7 @@ class FinetuneConfig(DeviceParams):
     weight_decay: float = 0.01
     max_seq_length: int = 128
     lowercase: bool = True
+    log_every_n_steps: int = 10
     deterministic: Any = True
 
     @classmethod
@@ -60,7 +61,13 @@ class FinetuneConfig(DeviceParams):
         for name in ("learning_rates", "seeds"):
             if not getattr(self, name):
                 raise ConfigError(f"parameter {root}.{name} must be a non-empty list")
-        for name in ("batch_size", "eval_batch_size", "epochs", "max_seq_length"):
+        for name in (
+            "batch_size",
+            "eval_batch_size",
+            "epochs",
+            "max_seq_length",
+            "log_every_n_steps",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(
                     f"parameter {root}.{name} must be >= 1, got {getattr(self, name)}"
@@ -240,6 +247,7 @@ def finetune_task(
                 config,
                 loggers=mlflow_logger(mlflow_run_id, prefix=trial.name),
                 max_epochs=config.epochs,
+                log_every_n_steps=config.log_every_n_steps,
             )
             trainer.fit(module, datamodule=data)
             record = {

@@ -226,7 +226,11 @@ def test_sentence_longer_than_sequence_is_truncated(toy_vocab):
         ({"masked_lm_prob": 0.0}, "masked_lm_prob"),
         ({"dupe_factor": 0}, "dupe_factor"),
         ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
-        ({"dynamic_masking": True, "whole_word_mask": True}, "cannot be combined"),
+        ({"masking": "dynamic", "whole_word_mask": True}, "cannot be combined"),
+        (
+            {"masking": "random"},
+            r"pretrain_data.examples.masking=.random. must be static or dynamic",
+        ),
     ],
 )
 def test_bad_parameters(kwargs, message, toy_vocab):
@@ -259,10 +263,20 @@ def test_schema_rejects_mask_on_sep(wikitext):
 
 def test_dynamic_masking_leaves_tokens_unmasked(wikitext):
     _, _, corpus, vocab = wikitext
-    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, dynamic_masking=True, seed=2)
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, masking="dynamic", seed=2)
     table = create_examples(corpus, cfg, vocab, progress=False)
     assert pc.sum(pc.list_value_length(table.column("masked_lm_positions"))).as_py() == 0
     flat = pc.list_flatten(table.column("input_ids")).to_numpy()
     assert not (flat == vocab.mask_id).any()
     stats = example_statistics(table, cfg, vocab)
     assert stats["masking"] == "dynamic" and "selected_rate" not in stats
+
+
+def test_example_parameters_are_typed_and_named():
+    from bert_pipeline.pipelines.pretrain_data.nodes import example_config
+
+    assert example_config({"masked_lm_prob": "0.2"}).masked_lm_prob == 0.2
+    with pytest.raises(ValueError, match=r"pretrain_data.examples.dupe_factr: Key 'dupe_factr'"):
+        example_config({"dupe_factr": 3})
+    with pytest.raises(ValueError, match=r"pretrain_data.examples.masked_lm_prob=1.5 must be in"):
+        example_config({"masked_lm_prob": 1.5})

@@ -43,7 +43,7 @@ SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across
 
 @dataclass(frozen=True)
 class ExampleConfig:
-    """Parameters of example creation (names as in google's flags)."""
+    """The `pretrain_data.examples` parameters (names as in google's flags)."""
 
     max_seq_length: int = 128
     short_seq_prob: float = 0.1
@@ -51,32 +51,40 @@ class ExampleConfig:
     max_predictions_per_seq: int = 20
     dupe_factor: int = 10
     whole_word_mask: bool = False
-    dynamic_masking: bool = False
+    masking: str = "static"  # static: masks drawn here; dynamic: by the collator per batch
     seed: int = 12345
+    documents_per_shard: int = 2000  # a random B segment comes from the same shard
 
-    def check(self) -> None:
+    @property
+    def dynamic_masking(self) -> bool:
+        return self.masking == "dynamic"
+
+    def check(self, root: str = "pretrain_data.examples") -> None:
         """Clear errors naming the parameter, before any work is done."""
+
+        def fail(name: str, why: str) -> None:
+            raise ValueError(f"parameter {root}.{name}={getattr(self, name)!r} {why}")
+
         if self.max_seq_length < 5:
-            raise ValueError(
-                f"parameter max_seq_length={self.max_seq_length} is too small: "
-                "[CLS] A [SEP] B [SEP] needs at least 5 tokens"
-            )
+            fail("max_seq_length", "is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"parameter short_seq_prob={self.short_seq_prob} must be in [0, 1]")
+            fail("short_seq_prob", "must be in [0, 1]")
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise ValueError(f"parameter masked_lm_prob={self.masked_lm_prob} must be in (0, 1)")
+            fail("masked_lm_prob", "must be in (0, 1)")
         if self.max_predictions_per_seq < 1:
-            raise ValueError(
-                f"parameter max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1"
-            )
+            fail("max_predictions_per_seq", "must be >= 1")
         if self.dupe_factor < 1:
-            raise ValueError(f"parameter dupe_factor={self.dupe_factor} must be >= 1")
+            fail("dupe_factor", "must be >= 1")
         if self.seed < 0:
-            raise ValueError(f"parameter seed={self.seed} must be >= 0")
+            fail("seed", "must be >= 0")
+        if self.masking not in ("static", "dynamic"):
+            fail("masking", "must be static or dynamic")
+        if self.documents_per_shard < 2:
+            fail("documents_per_shard", "must be >= 2 (B segments come from another document)")
         if self.dynamic_masking and self.whole_word_mask:
             raise ValueError(
-                "parameters masking=dynamic and whole_word_mask=true cannot be combined: the "
-                "collator masks single tokens; use masking=static for whole-word masking"
+                f"parameters {root}.masking=dynamic and whole_word_mask=true cannot be combined: "
+                "the collator masks single tokens; use masking=static for whole-word masking"
             )
 
 

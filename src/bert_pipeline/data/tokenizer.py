@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
@@ -18,6 +19,23 @@ PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "vocab.txt"
+
+
+@dataclass
+class TokenizerParams:
+    """The `pretrain_data.tokenizer` parameters."""
+
+    vocab_file: str | None = None  # an existing vocab.txt instead of training one
+    vocab_size: int = 30522
+    lowercase: bool = True
+    min_frequency: int = 2
+    sample_size: int = 1_000_000  # sentences to train on (a seeded sample)
+    seed: int = 12345
+
+    def check(self, root: str) -> None:
+        for name in ("vocab_size", "min_frequency", "sample_size"):
+            if getattr(self, name) < 1:
+                raise TokenizerError(f"parameter {root}.{name} must be >= 1")
 
 
 class TokenizerError(ValueError):

@@ -7,6 +7,7 @@ nodes tagged `dask`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -22,19 +23,10 @@ from bert_pipeline.data.stages import (
     shard_statistics,
 )
 from bert_pipeline.data.stats import merge_statistics, mlflow_metrics
-from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
+from bert_pipeline.data.tokenizer import TokenizerParams, tokenizer_from_vocab, train_tokenizer
+from bert_pipeline.training.config import parse_params
 
 logger = logging.getLogger(__name__)
-
-_EXAMPLE_KEYS = (
-    "max_seq_length",
-    "short_seq_prob",
-    "masked_lm_prob",
-    "max_predictions_per_seq",
-    "dupe_factor",
-    "whole_word_mask",
-    "seed",
-)
 
 
 def ingest_corpus(corpus: dd.DataFrame) -> dd.DataFrame:
@@ -55,33 +47,18 @@ def split_sentences(documents: dd.DataFrame, language: str) -> dd.DataFrame:
 def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenizer:
     """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece
     on a seeded sample of `sample_size` sentences."""
-    if params.get("vocab_file"):
-        return tokenizer_from_vocab(params["vocab_file"], lowercase=params.get("lowercase", True))
-    texts = sample_sentences(sentences, int(params["sample_size"]), int(params["seed"]))
+    cfg = parse_params(TokenizerParams, params, "pretrain_data.tokenizer")
+    if cfg.vocab_file:
+        return tokenizer_from_vocab(cfg.vocab_file, lowercase=cfg.lowercase)
+    texts = sample_sentences(sentences, cfg.sample_size, cfg.seed)
     logger.info("training WordPiece on %d sampled sentences", len(texts))
     return train_tokenizer(
-        texts,
-        vocab_size=int(params["vocab_size"]),
-        lowercase=bool(params.get("lowercase", True)),
-        min_frequency=int(params.get("min_frequency", 2)),
+        texts, vocab_size=cfg.vocab_size, lowercase=cfg.lowercase, min_frequency=cfg.min_frequency
     )
 
 
 def example_config(params: dict[str, Any]) -> ExampleConfig:
-    masking = params.get("masking", "static")
-    if masking not in ("static", "dynamic"):
-        raise ValueError(
-            f"parameter pretrain_data.examples.masking={masking!r}; use static|dynamic"
-        )
-    unknown = set(params) - set(_EXAMPLE_KEYS) - {"masking", "documents_per_shard"}
-    if unknown:
-        raise ValueError(f"unknown parameter(s) pretrain_data.examples.{sorted(unknown)}")
-    cfg = ExampleConfig(
-        **{k: params[k] for k in _EXAMPLE_KEYS if k in params},
-        dynamic_masking=masking == "dynamic",
-    )
-    cfg.check()
-    return cfg
+    return parse_params(ExampleConfig, params, "pretrain_data.examples")
 
 
 def create_examples(
@@ -89,12 +66,13 @@ def create_examples(
 ) -> ExampleShards:
     """Lazy example shards, stamped with the tokenizer and parameters that make them."""
     cfg = example_config(params)
-    per_shard = int(params["documents_per_shard"])
-    parts = example_shards(sentences, tokenizer, cfg, per_shard)
-    logger.info("creating examples in %d shard(s) of ~%d documents", len(parts), per_shard)
+    parts = example_shards(sentences, tokenizer, cfg, cfg.documents_per_shard)
+    logger.info(
+        "creating examples in %d shard(s) of ~%d documents", len(parts), cfg.documents_per_shard
+    )
     manifest = {
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
-        "parameters": {**cfg.__dict__, "documents_per_shard": per_shard},
+        "parameters": dataclasses.asdict(cfg),
     }
     return ExampleShards(parts=parts, manifest=manifest)
 

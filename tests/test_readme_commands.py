@@ -1,0 +1,167 @@
+"""The README's commands, run as a new user runs them (the CLI, in a subprocess), on tiny data.
+
+One tiny `kedro run --pipeline pretrain` is shared: `resume=true` continues it and the MLflow
+UI server answers for it. `--namespaces=rte` and `kedro viz build` run on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from bert_pipeline.model.checkpoint import write_checkpoint
+from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
+
+BIN = Path(sys.executable).parent
+TINY_PRETRAIN = {
+    "corpus.max_documents": 40,
+    "pretrain_data.tokenizer.vocab_size": 800,
+    "pretrain_data.examples.dupe_factor": 1,
+    "pretrain_data.examples.max_seq_length": 64,
+    "pretrain_model.model.overrides.hidden_size": 32,
+    "pretrain_model.model.overrides.intermediate_size": 64,
+    "pretrain_model.schedule.warmup_steps": 2,
+    "pretrain_model.schedule.max_steps": 6,
+    "pretrain_model.batch_size": 8,
+    "pretrain_model.val_every_n_steps": 3,
+    "pretrain_model.log_every_n_steps": 2,
+    "pretrain_model.checkpoint_every_n_steps": 3,
+    "pretrain_model.progress_bar": "false",
+    "pretrain_model.accelerator": "cpu",
+}
+
+
+def _env(root: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
+        MLFLOW_ARTIFACT_LOCATION=(root / "mlartifacts").as_uri(),
+        KEDRO_DISABLE_TELEMETRY="true",
+        DO_NOT_TRACK="1",
+    )
+    return env
+
+
+def _kedro(args: list[str], cwd: Path, env: dict[str, str], params: dict) -> str:
+    command = [str(BIN / "kedro"), *args]
+    if params:
+        command += ["--params", ",".join(f"{k}={v}" for k, v in params.items())]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{output[-3000:]}"
+    return output
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory, project_root):
+    """`kedro run --pipeline pretrain` on tiny settings; returns (root, env, params)."""
+    root = tmp_path_factory.mktemp("readme")
+    env = _env(root)
+    params = {"data_dir": root / "data", **TINY_PRETRAIN}
+    _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
+    return root, env, params
+
+
+def test_resume_true_continues_the_run(pretrained, project_root):
+    root, env, params = pretrained
+    more = {**params, "pretrain_model.resume": "true", "pretrain_model.schedule.max_steps": 9}
+    output = _kedro(["run", "--pipeline", "pretrain_model"], project_root, env, more)
+    assert "resuming from" in output
+    metrics = json.loads((root / "data" / "08_reporting" / "pretrain_metrics.json").read_text())
+    assert metrics["global_step"] == 9
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_mlflow_ui_serves_the_finished_run(pretrained):
+    root, env, _ = pretrained
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN / "mlflow"), "ui", "--backend-store-uri", env["MLFLOW_TRACKING_URI"]]
+        + ["--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                experiment = _get(f"{base}/experiments/get-by-name?experiment_name=bert_pipeline")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None, "mlflow ui exited"
+                assert time.monotonic() < deadline, "mlflow ui did not answer in 90 s"
+                time.sleep(1)
+        experiment_id = experiment["experiment"]["experiment_id"]
+        request = urllib.request.Request(
+            f"{base}/runs/search",
+            data=json.dumps({"experiment_ids": [experiment_id]}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            runs = json.loads(response.read())["runs"]
+        finished = [r for r in runs if r["info"]["status"] == "FINISHED"]
+        assert finished, [r["info"]["status"] for r in runs]
+        metrics = {m["key"] for r in finished for m in r["data"].get("metrics", [])}
+        assert {"val/mlm_loss", "train/loss"} <= metrics
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_namespaces_runs_one_glue_task(tmp_path, project_root):
+    raw = write_glue_tsv(tmp_path / "glue_data", tasks=["rte"])
+    model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
+    params = {
+        "data_dir": tmp_path / "data",
+        "glue_raw_dir": raw,
+        "glue_model_dir": model,
+        "finetune_glue.data.max_train_examples": 12,
+        "finetune_glue.defaults.epochs": 1,
+        "finetune_glue.defaults.batch_size": 8,
+        "finetune_glue.defaults.max_seq_length": 32,
+        "finetune_glue.defaults.progress_bar": "false",
+    }
+    args = ["run", "--pipeline", "finetune_glue", "--namespaces=rte"]
+    _kedro(args, project_root, _env(tmp_path), params)
+    assert sorted(p.name for p in (tmp_path / "data" / "06_models" / "glue").iterdir()) == ["rte"]
+    record = tmp_path / "data" / "08_reporting" / "glue" / "rte" / "dev_metrics.json"
+    metrics = json.loads(record.read_text())
+    assert metrics["task"] == "rte" and metrics["train_examples"] == 12
+
+
+def test_kedro_viz_build_writes_the_site(tmp_path, project_root):
+    """In a copy of the project's layout, so build/ does not land in the checkout."""
+    shutil.copy(project_root / "pyproject.toml", tmp_path)
+    shutil.copytree(project_root / "conf", tmp_path / "conf")
+    (tmp_path / "src").mkdir()  # the package itself is installed (editable)
+    _kedro(["viz", "build"], tmp_path, _env(tmp_path), {})
+    assert (tmp_path / "build" / "index.html").is_file()
+    main = json.loads((tmp_path / "build" / "api" / "main").read_text())
+    assert {"pretrain", "pretrain_data", "pretrain_model", "finetune_glue"} <= {
+        p["id"] for p in main["pipelines"]
+    }
+    assert any(n["name"].endswith("train_bert") or "pretrain" in n["name"] for n in main["nodes"])

@@ -1,15 +1,126 @@
-"""Project hooks: the Dask cluster of the data stages lives exactly as long as they run."""
+"""Project hooks: runs that refuse at once, and the Dask cluster of the data stages.
+
+`RunGuardHooks` runs before anything else: it takes the `data_dir` lock (a second run into the
+same folder is refused in one line), parses every parameter the selected nodes will receive into
+its typed object (errors name the parameter path) and checks that the models the pipeline reads
+exist, so no node runs and nothing is saved when a later node would fail on its inputs.
+`DaskClusterHooks` opens the Dask client for the nodes tagged `dask` and closes it after them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
 from bert_pipeline.data.cluster import close_client, open_client
+from bert_pipeline.runlock import RunLock
 
 DASK_TAG = "dask"
 DASK_PARAMS = "params:pretrain_data.dask"
+
+
+def _tokenizer_params(params: dict[str, Any]) -> Any:
+    from bert_pipeline.data.tokenizer import TokenizerParams
+    from bert_pipeline.training.config import parse_params
+
+    return parse_params(TokenizerParams, params, "pretrain_data.tokenizer")
+
+
+def _example_params(params: dict[str, Any]) -> Any:
+    from bert_pipeline.pipelines.pretrain_data.nodes import example_config
+
+    return example_config(params)
+
+
+def _training_params(params: dict[str, Any]) -> Any:
+    from bert_pipeline.training.config import TrainingConfig
+
+    return TrainingConfig.from_params(params)
+
+
+# every parameter entry a node receives -> the parser its node will apply
+PARAMETER_PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "params:pretrain_data.tokenizer": _tokenizer_params,
+    "params:pretrain_data.examples": _example_params,
+    "params:pretrain_model": _training_params,
+}
+# models a pipeline may read without making them: they must exist before it starts
+MODEL_INPUTS = {
+    "glue_pretrained_model": "runtime parameter glue_model_dir",
+    "tokenizer": "run the pretrain_data pipeline first",
+    "pretraining_examples": "run the pretrain_data pipeline first",
+}
+
+
+class RunGuardHooks:
+    """Lock, parameters and inputs checked before the first node (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock: RunLock | None = None
+
+    @hook_impl(tryfirst=True)
+    def after_context_created(self, context) -> None:
+        """The GLUE namespaces are built from the conf folder and env this run uses."""
+        from bert_pipeline.pipelines.finetune_glue import pipeline as glue
+
+        glue.ACTIVE_CONF.update(source=context.config_loader.conf_source, env=context.env)
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        runtime = run_params.get("runtime_params") or {}
+        data_dir = Path(str(runtime.get("data_dir", "data"))).resolve()
+        self._lock = RunLock(data_dir, "data_dir").acquire()
+        try:
+            check_run(pipeline, catalog, run_params.get("env"))
+        except BaseException:
+            self._release()
+            raise
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._release()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        from bert_pipeline.pipelines.finetune_glue import pipeline as glue
+
+        glue.ACTIVE_CONF.clear()
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+
+def check_run(pipeline, catalog, env: str | None) -> None:
+    """Every typed parameter parsed, the GLUE tasks those of `env`, the models it reads there."""
+    inputs = pipeline.inputs()
+    for name, parse in PARAMETER_PARSERS.items():
+        if name in inputs:
+            parse(catalog.load(name))
+    if "params:finetune_glue" in inputs:
+        from bert_pipeline.pipelines.finetune_glue.nodes import task_config
+
+        params = catalog.load("params:finetune_glue")
+        built = sorted({n.namespace for n in pipeline.nodes if n.namespace})
+        configured = sorted(params.get("tasks") or [])
+        missing = sorted(set(built) - set(configured))
+        if missing:
+            raise ValueError(
+                f"the finetune_glue pipeline was built for task(s) {missing} that "
+                f"finetune_glue.tasks={configured} of env {env!r} does not list; set "
+                "KEDRO_ENV to the env you run or list them there"
+            )
+        for task in built:
+            task_config(task, params)
+    for name, hint in MODEL_INPUTS.items():
+        if name in inputs and not catalog.exists(name):
+            path = catalog.get(name)._describe().get("path", "?")
+            raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")
 
 
 class DaskClusterHooks:

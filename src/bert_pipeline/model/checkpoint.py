@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -77,13 +78,20 @@ def read_checkpoint(directory: str | Path) -> Checkpoint:
         raise FileNotFoundError(f"no {CONFIG_FILE} in checkpoint folder {directory}")
     config = json.loads(config_path.read_text(encoding="utf-8"))
     if (directory / SAFETENSORS_FILE).is_file():
-        state_dict = load_file(directory / SAFETENSORS_FILE)
+        weights = directory / SAFETENSORS_FILE
+        load = load_file
     elif (directory / PYTORCH_FILE).is_file():
-        state_dict = torch.load(directory / PYTORCH_FILE, map_location="cpu", weights_only=True)
+        weights = directory / PYTORCH_FILE
+        load = partial(torch.load, map_location="cpu", weights_only=True)  # never unpickle code
     else:
         raise FileNotFoundError(
             f"no {SAFETENSORS_FILE} or {PYTORCH_FILE} in checkpoint folder {directory}"
         )
+    try:
+        state_dict = load(weights)
+    except Exception as exc:  # safetensors and torch raise many types for a damaged file
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ValueError(f"{weights} is not a readable weights file ({reason})") from None
     tokenizer_files = {
         name: (directory / name).read_bytes()
         for name in TOKENIZER_FILES

@@ -6,10 +6,13 @@ device) or by the distributed entry point `bert_pipeline.training.launch` (torch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
+import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained
+from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.core import build_trainer, mlflow_logger
@@ -98,7 +102,10 @@ def read_checkpoint_config(directory: str) -> dict[str, Any]:
 
 def init_weights(model: BertForPreTraining, directory: str) -> None:
     """Starts from an imported checkpoint (ours or HF's); heads it lacks stay fresh."""
-    pretrained, info = load_pretrained(directory, BertForPreTraining, output_loading_info=True)
+    try:
+        pretrained, info = load_pretrained(directory, BertForPreTraining, output_loading_info=True)
+    except (OSError, ValueError) as exc:
+        raise TrainingConfigError(f"parameter pretrain_model.model.init_from: {exc}") from None
     model.load_state_dict(pretrained.state_dict())
     logger.info(
         "initialised from %s (fresh: %s; ignored: %s)",
@@ -109,22 +116,47 @@ def init_weights(model: BertForPreTraining, directory: str) -> None:
 
 
 def resolve_resume(cfg: TrainingConfig) -> str | None:
-    """`resume`: false: fresh run; true: checkpoint_dir/last.ckpt if present; a path: that file."""
+    """`resume`: false: fresh run; true: checkpoint_dir/last.ckpt if present; a path: that file.
+
+    checkpoint_dir only ever holds the latest run's checkpoints (see `archive_checkpoints`), so
+    last.ckpt is that run's. The file is checked as a plain-tensor checkpoint (never unpickled).
+    """
     if cfg.resume is False or cfg.resume is None:
         return None
     if cfg.resume is True:
-        last = Path(cfg.checkpoint_dir) / LAST_CHECKPOINT
-        if last.exists():
-            logger.info("resuming from %s", last)
-            return str(last)
-        logger.warning("resume=true but %s does not exist: starting a fresh run", last)
-        return None
-    path = Path(str(cfg.resume))
-    if not path.is_file():
+        path = Path(cfg.checkpoint_dir) / LAST_CHECKPOINT
+        if not path.exists():
+            logger.warning("resume=true but %s does not exist: starting a fresh run", path)
+            return None
+        logger.info("resuming from %s", path)
+    else:
+        path = Path(str(cfg.resume))
+        if not path.is_file():
+            raise TrainingConfigError(
+                f"parameter pretrain_model.resume={cfg.resume!r}: no such checkpoint file"
+            )
+    try:
+        torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as exc:  # torch raises many types for a damaged file
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
         raise TrainingConfigError(
-            f"parameter pretrain_model.resume={cfg.resume!r}: no such checkpoint file"
-        )
+            f"parameter pretrain_model.resume: {path} is not a readable checkpoint ({reason})"
+        ) from None
     return str(path)
+
+
+def archive_checkpoints(checkpoint_dir: str | Path) -> None:
+    """A fresh run moves an earlier run's checkpoints to `archive/<time>/`: `resume=true` must
+    never find another run's last.ckpt, nor Lightning write `last-v1.ckpt` beside it."""
+    folder = Path(checkpoint_dir)
+    old = sorted(p for p in folder.glob("*.ckpt")) if folder.is_dir() else []
+    if not old:
+        return
+    target = folder / "archive" / time.strftime("%Y%m%d-%H%M%S")
+    target.mkdir(parents=True, exist_ok=True)
+    for path in old:
+        os.replace(path, target / path.name)
+    logger.info("fresh run: the previous run's checkpoints moved to %s", target)
 
 
 def parameters_digest(model: torch.nn.Module) -> str:
@@ -213,7 +245,13 @@ def run_training(
         use_distributed_sampler=False,  # the batch sampler shards by rank itself (and resumes)
         default_root_dir=cfg.checkpoint_dir,
     )
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resolve_resume(cfg))
+    with contextlib.ExitStack() as stack:
+        if trainer.is_global_zero:  # the rank that writes checkpoints owns the folder
+            stack.enter_context(RunLock(cfg.checkpoint_dir, "checkpoint_dir"))
+        ckpt_path = resolve_resume(cfg)
+        if ckpt_path is None and trainer.is_global_zero:
+            archive_checkpoints(cfg.checkpoint_dir)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     final = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     if not final or trainer.global_step % cfg.val_every_n_steps:  # last step not validated yet
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]

@@ -22,6 +22,9 @@ from bert_pipeline.pipelines.finetune_glue.nodes import (
 )
 
 PARAMS = "params:finetune_glue"
+# The conf folder and env of the running session (set by bert_pipeline.hooks); else ./conf and
+# $KEDRO_ENV.
+ACTIVE_CONF: dict[str, str | None] = {}
 
 
 def task_template() -> Pipeline:
@@ -54,6 +57,8 @@ def task_template() -> Pipeline:
 def configured_tasks(conf_source: str | Path | None = None) -> tuple[list[str], list[str]]:
     """`finetune_glue.tasks` and `finetune_glue.init_from_mnli` from the project's conf folder."""
     if conf_source is None:
+        conf_source = ACTIVE_CONF.get("source")
+    if conf_source is None:
         cwd_conf = Path.cwd() / "conf"
         conf_source = (
             cwd_conf if cwd_conf.is_dir() else Path(__file__).resolve().parents[4] / "conf"
@@ -62,7 +67,7 @@ def configured_tasks(conf_source: str | Path | None = None) -> tuple[list[str], 
         conf_source=str(conf_source),
         base_env="base",
         default_run_env="local",
-        env=os.environ.get("KEDRO_ENV"),
+        env=ACTIVE_CONF.get("env") or os.environ.get("KEDRO_ENV"),
     )
     params = loader["parameters"].get("finetune_glue") or {}
     return list(params.get("tasks") or []), list(params.get("init_from_mnli") or [])

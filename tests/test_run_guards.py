@@ -1,0 +1,120 @@
+"""A run completes consistently or refuses at once: locks, checkpoint ownership, early errors."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from kedro.framework.session import KedroSession
+from kedro.framework.startup import bootstrap_project
+
+from bert_pipeline.model.checkpoint import write_checkpoint
+from bert_pipeline.runlock import FolderInUseError, RunLock
+from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
+from tests.pipelines.test_pretrain_model import TINY_RUN
+
+
+def _hold_lock(folder: Path) -> subprocess.Popen:
+    """Another process that owns `folder` until killed."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from bert_pipeline.runlock import RunLock\n"
+            f"RunLock({str(folder)!r}, 'data_dir').acquire()\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(600)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_second_run_is_refused_and_a_killed_runs_lock_is_taken_over(tmp_path):
+    holder = _hold_lock(tmp_path)
+    try:
+        with pytest.raises(
+            FolderInUseError, match=rf"data_dir {tmp_path} is in use .*pid {holder.pid}"
+        ):
+            RunLock(tmp_path, "data_dir").acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    with RunLock(tmp_path, "data_dir"):  # the dead owner's lock is stale: taken over
+        pass
+
+
+def _session(project_root: Path, runtime: dict, **kwargs) -> KedroSession:
+    bootstrap_project(project_root)
+    return KedroSession.create(project_path=project_root, runtime_params=runtime, **kwargs)
+
+
+def test_kedro_run_into_a_data_dir_in_use_is_refused_before_any_node(
+    tmp_path, project_root, mlflow_uri
+):
+    data_dir = tmp_path / "data"
+    holder = _hold_lock(data_dir)
+    try:
+        with _session(project_root, {"data_dir": str(data_dir), **TINY_RUN}) as session:
+            with pytest.raises(FolderInUseError, match="in use by another run"):
+                session.run(pipeline_names=["pretrain_data"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert [p.name for p in data_dir.iterdir()] == [".run.lock"]  # nothing written
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"pretrain_data": {"examples": {"masked_lm_prob": 1.5}}}, "examples.masked_lm_prob=1.5"),
+        ({"pretrain_data": {"examples": {"max_seq_length": 4}}}, "examples.max_seq_length=4"),
+        ({"pretrain_model": {"optimizer": {"lr": -1}}}, "pretrain_model.optimizer.lr must be"),
+    ],
+)
+def test_bad_parameters_stop_the_run_before_the_first_node(
+    tmp_path, project_root, mlflow_uri, params, message
+):
+    runtime = {"data_dir": str(tmp_path / "data"), **params}
+    with _session(project_root, runtime) as session:
+        with pytest.raises(ValueError, match=message):
+            session.run(pipeline_names=["pretrain"])
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
+
+
+def test_missing_glue_model_is_named_before_the_first_node(tmp_path, project_root, mlflow_uri):
+    runtime = {"data_dir": str(tmp_path / "data"), "glue_model_dir": str(tmp_path / "none")}
+    with _session(project_root, runtime) as session:
+        with pytest.raises(FileNotFoundError, match=r"glue_pretrained_model \(.*none\) does not"):
+            session.run(pipeline_names=["finetune_glue"])
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
+
+
+def test_glue_tasks_come_from_the_env_of_the_run(tmp_path, project_root, mlflow_uri, monkeypatch):
+    conf = tmp_path / "conf"
+    shutil.copytree(project_root / "conf" / "base", conf / "base")
+    (conf / "local").mkdir()
+    (conf / "myenv").mkdir()
+    (conf / "myenv" / "parameters_finetune_glue.yml").write_text(
+        yaml.safe_dump({"finetune_glue": {"tasks": ["rte"]}})
+    )
+    monkeypatch.delenv("KEDRO_ENV", raising=False)
+    runtime = {
+        "data_dir": str(tmp_path / "data"),
+        "glue_raw_dir": str(write_glue_tsv(tmp_path / "glue", tasks=["rte"])),
+        "glue_model_dir": str(write_checkpoint(tiny_checkpoint(), tmp_path / "model")),
+        "finetune_glue": {
+            "data": {"max_train_examples": 8},
+            "defaults": {"epochs": 1, "batch_size": 8, "max_seq_length": 32},
+        },
+    }
+    with _session(project_root, runtime, conf_source=str(conf), env="myenv") as session:
+        session.run(pipeline_names=["finetune_glue"])
+    assert [p.name for p in (tmp_path / "data" / "06_models" / "glue").iterdir()] == ["rte"]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -118,3 +121,43 @@ def test_glue_tasks_come_from_the_env_of_the_run(tmp_path, project_root, mlflow_
     with _session(project_root, runtime, conf_source=str(conf), env="myenv") as session:
         session.run(pipeline_names=["finetune_glue"])
     assert [p.name for p in (tmp_path / "data" / "06_models" / "glue").iterdir()] == ["rte"]
+
+
+def test_two_runs_create_the_tracking_store_together(tmp_path, project_root):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    start = time.time() + 3  # both processes pass the barrier at the same moment
+    script = (
+        "import time\n"
+        "from bert_pipeline.hooks import create_tracking_store\n"
+        f"time.sleep(max(0, {start} - time.time()))\n"
+        f"create_tracking_store({uri!r})\n"
+    )
+    runs = [
+        subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    errors = [run.communicate()[1] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], errors
+
+
+def test_a_killed_runs_mlflow_run_is_marked_killed_by_the_next_run(tmp_path, mlflow_uri):
+    import mlflow
+
+    from bert_pipeline.hooks import HOST_TAG, PID_TAG, mark_killed_runs
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that no longer runs
+    client = mlflow.MlflowClient()
+    experiment = client.create_experiment("guards")
+    killed = client.create_run(
+        experiment, tags={PID_TAG: str(dead.pid), HOST_TAG: socket.gethostname()}
+    )
+    child = client.create_run(experiment, tags={"mlflow.parentRunId": killed.info.run_id})
+    live = client.create_run(
+        experiment, tags={PID_TAG: str(os.getpid()), HOST_TAG: socket.gethostname()}
+    )
+    with mlflow.start_run(experiment_id=experiment) as current:
+        mark_killed_runs()
+    assert client.get_run(current.info.run_id).data.tags[PID_TAG] == str(os.getpid())
+    status = [client.get_run(r.info.run_id).info.status for r in (killed, child, live)]
+    assert status == ["KILLED", "KILLED", "RUNNING"]

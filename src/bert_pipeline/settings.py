@@ -12,6 +12,6 @@ CONFIG_LOADER_ARGS = {
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
 }
 
-from bert_pipeline.hooks import DaskClusterHooks, RunGuardHooks  # noqa: E402
+from bert_pipeline.hooks import DaskClusterHooks, RunGuardHooks, TrackingHooks  # noqa: E402
 
-HOOKS = (RunGuardHooks(), DaskClusterHooks())
+HOOKS = (RunGuardHooks(), TrackingHooks(), DaskClusterHooks())

@@ -161,3 +161,28 @@ def test_a_killed_runs_mlflow_run_is_marked_killed_by_the_next_run(tmp_path, mlf
     assert client.get_run(current.info.run_id).data.tags[PID_TAG] == str(os.getpid())
     status = [client.get_run(r.info.run_id).info.status for r in (killed, child, live)]
     assert status == ["KILLED", "KILLED", "RUNNING"]
+
+
+def test_a_failed_run_says_what_is_wrong_in_a_few_lines(tmp_path, project_root):
+    """No startup warnings, no chained tracebacks: the reason, and where the traceback went."""
+    shutil.copy(project_root / "pyproject.toml", tmp_path)
+    shutil.copytree(project_root / "conf", tmp_path / "conf")
+    (tmp_path / "src").mkdir()  # the package itself is installed (editable)
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "KEDRO_DISABLE_TELEMETRY": "true",
+    }
+    command = [
+        str(Path(sys.executable).parent / "kedro"), "run", "--pipeline", "pretrain",
+        "--params", f"data_dir={tmp_path / 'data'},pretrain_data.examples.masked_lm_prob=1.5",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    output = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 1
+    assert len(output) <= 12, "\n".join(output)
+    assert output[-2] == (
+        "Error: ValueError: parameter pretrain_data.examples.masked_lm_prob=1.5 must be in (0, 1)"
+    )
+    assert "Traceback" in (tmp_path / "logs" / "last_error.log").read_text()
+    assert not any("Warning" in line for line in output)

@@ -12,6 +12,13 @@ CONFIG_LOADER_ARGS = {
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
 }
 
+# mlflow and kedro-mlflow set their own log levels when imported: apply conf/logging.yml again.
+import kedro_mlflow  # noqa: E402, F401
+import mlflow  # noqa: E402, F401
+from kedro.framework.project import LOGGING  # noqa: E402
+
+LOGGING.configure(LOGGING.data)
+
 from bert_pipeline.hooks import DaskClusterHooks, RunGuardHooks, TrackingHooks  # noqa: E402
 
 HOOKS = (RunGuardHooks(), TrackingHooks(), DaskClusterHooks())

@@ -1,0 +1,57 @@
+"""`kedro run` with a short failure report.
+
+A failed run prints what is wrong and where in a few lines; the chained tracebacks go to
+logs/last_error.log, and to the console only with `--verbose`.
+Everything else is Kedro's own `run` command, options included.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from kedro.framework.cli.project import run as kedro_run
+
+ERROR_LOG = Path("logs") / "last_error.log"
+MAX_LINES, MAX_WIDTH = 3, 200
+
+
+def short_reason(exc: BaseException) -> str:
+    """`Type: message`, the message cut to a few lines (Kedro's dataset errors take two)."""
+    lines = [line[:MAX_WIDTH] for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: " + "\n  ".join(lines[:MAX_LINES] or ["(no message)"])
+
+
+def _run(verbose: bool, **kwargs):
+    try:
+        return kedro_run.callback(**kwargs)
+    except Exception as exc:
+        if verbose:
+            raise
+        ERROR_LOG.parent.mkdir(exist_ok=True)
+        ERROR_LOG.write_text(traceback.format_exc(), encoding="utf-8")
+        click.secho(f"Error: {short_reason(exc)}", fg="red", err=True)
+        click.echo(f"Full traceback: {ERROR_LOG}, or run again with --verbose.", err=True)
+        sys.exit(1)
+
+
+run = click.Command(
+    name="run",
+    callback=_run,
+    params=[
+        *kedro_run.params,
+        click.Option(["--verbose"], is_flag=True, help="Print the full traceback of a failure."),
+    ],
+    help=kedro_run.help,
+    short_help=kedro_run.short_help,
+)
+
+
+@click.group(name="bert_pipeline")
+def cli() -> None:
+    """Project commands (they override Kedro's of the same name)."""
+
+
+cli.add_command(run)

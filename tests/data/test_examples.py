@@ -91,6 +91,7 @@ def _assert_google_statistics(corpus, vocab, dupe_factor: int) -> None:
     # google picks round(len * 0.15) tokens with len counting [CLS]/[SEP]: 15.36% of maskable
     assert stats["selected_rate_uncapped"] == pytest.approx(0.15, abs=0.005)
     assert stats["mask_token_rate"] == pytest.approx(0.8, abs=0.015)
+    assert stats["truncated_share"] < 0.2 and stats["warnings"] == []  # ordinary prose
     assert stats["kept_rate"] == pytest.approx(0.1, abs=0.015)
     assert stats["random_token_rate"] == pytest.approx(0.1, abs=0.015)
     # google draws target_seq_length once per document; a short target makes single-sentence
@@ -280,3 +281,15 @@ def test_example_parameters_are_typed_and_named():
         example_config({"dupe_factr": 3})
     with pytest.raises(ValueError, match=r"pretrain_data.examples.masked_lm_prob=1.5 must be in"):
         example_config({"masked_lm_prob": 1.5})
+
+
+def test_text_without_sentence_boundaries_is_reported(toy_vocab):
+    """A 5,000-token 'sentence' becomes one truncated example: the report says so in one line."""
+    corpus = _corpus({"flat": [[10 + i % 40 for i in range(5000)]], "b": [[13, 14], [15, 16]]})
+    cfg = ExampleConfig(max_seq_length=32, dupe_factor=1, seed=0)
+    stats = example_statistics(
+        create_examples(corpus, cfg, toy_vocab, progress=False), cfg, toy_vocab
+    )
+    assert stats["truncated_share"] > 0.9
+    (line,) = stats["warnings"]
+    assert line.startswith("shard 0: truncation dropped 99% of the segment tokens (document 'flat'")

@@ -224,3 +224,21 @@ def test_an_existing_scheduler_is_used_by_address_and_left_running(wikiextractor
             close_client(client)
         with Client(cluster.scheduler_address) as again:  # still there for its owner
             assert len(again.nthreads()) == 1
+
+
+def test_binary_looking_input_is_named():
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from bert_pipeline.data.stages import binary_looking_documents
+
+    frame = pd.DataFrame(
+        {
+            "doc_id": ["a", "b", "c"],
+            "source": ["ok.txt", "blob.bin", "blob.bin"],
+            "text": ["Plain prose. " * 20, "\ufffd\x00ELF\ufffd" * 30, "x" * 100],
+            "layout": ["prose"] * 3,
+        }
+    )
+    (line,) = binary_looking_documents(dd.from_pandas(frame, npartitions=2))
+    assert line.startswith("blob.bin: ") and "looks binary" in line

@@ -58,6 +58,7 @@ def test_pretrain_data_pipeline_end_to_end(
     tokenizer = load_tokenizer(data / "06_models" / "tokenizer")
     assert shards.manifest["tokenizer_sha256"] == tokenizer_fingerprint(tokenizer)
     stats = json.loads((data / "08_reporting" / "pretrain_data_statistics.json").read_text())
+    assert stats["n_warnings"] == 0 and stats["truncated_share"] < 0.2  # clean prose
     assert stats["n_examples"] == len(examples) and stats["n_shards"] == 3
     assert stats["n_documents"] == 12
     assert len(list((data / "02_intermediate" / "pretrain_documents").glob("*.parquet"))) == 3

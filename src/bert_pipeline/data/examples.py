@@ -54,6 +54,8 @@ class ExampleConfig:
     masking: str = "static"  # static: masks drawn here; dynamic: by the collator per batch
     seed: int = 12345
     documents_per_shard: int = 2000  # a random B segment comes from the same shard
+    # the report warns about a shard whose segments lose more than this share to truncation
+    warn_truncated_share: float = 0.5
 
     @property
     def dynamic_masking(self) -> bool:
@@ -328,6 +330,7 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
         "masked_ids": original[mr, mc].astype(np.int32),
         "n_masked": selected.sum(axis=1),
         "label": is_random.astype(np.int8),
+        "truncated": (la + lb - new_la - new_lb).astype(np.int32),
         "a_doc": a_doc,
         "b_doc": b_doc,
         "a_sent": np.stack([a_s0, a_s1], axis=1),
@@ -413,6 +416,8 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
             "a_sent_end": pa.array(orig(a_sent[:, 1], True)),
             "b_sent_start": pa.array(orig(b_sent[:, 0], False)),
             "b_sent_end": pa.array(orig(b_sent[:, 1], True)),
+            # tokens of the A/B sentences cut by truncation (the report warns when many are)
+            "truncated_tokens": pa.array(x["truncated"][perm]),
         }
     )
 

@@ -196,3 +196,26 @@ def shard_statistics(paths: list[Any], cfg: ExampleConfig, tokenizer: Tokenizer)
 
     names = [str(p) for p in paths]
     return compute("statistics", [delayed(one)(p) for p in paths], names=names)
+
+
+BINARY_SHARE = 0.01  # undecodable (U+FFFD) or NUL characters per character: not text
+
+
+def binary_looking_documents(documents: dd.DataFrame) -> list[str]:
+    """One warning line per source file whose text looks binary (read with encoding_errors:
+    replace, it turns into replacement characters and NULs instead of failing)."""
+
+    def scan(frame: pd.DataFrame) -> pd.DataFrame:
+        text = frame["text"]
+        bad = text.str.count("\ufffd") + text.str.count("\x00")
+        out = pd.DataFrame({"source": frame["source"], "bad": bad, "chars": text.str.len()})
+        return out.groupby("source", as_index=False).sum()
+
+    per_part = compute("binary check", list(documents.map_partitions(scan).to_delayed()))
+    totals = pd.concat(per_part).groupby("source").sum()
+    share = totals["bad"] / totals["chars"].clip(lower=1)
+    return [
+        f"{source}: {value:.0%} of its characters are undecodable bytes or NULs; it looks "
+        "binary, not text (remove it from the corpus)"
+        for source, value in share[share > BINARY_SHARE].items()
+    ]

@@ -28,6 +28,7 @@ _SUMS = (
     "n_cap_bound",
     "n_shown_mask",
     "n_shown_kept",
+    "n_truncated_tokens",
 )
 
 
@@ -47,6 +48,12 @@ def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dic
         # shards hold disjoint documents, so per-shard counts add up
         n_documents=pc.count_distinct(table.column("a_doc_id")).as_py(),
     )
+    if "truncated_tokens" in table.column_names:
+        cut = _np(table.column("truncated_tokens")).astype(np.int64)
+        out["n_truncated_tokens"] = int(cut.sum())
+        if cut.any():
+            worst = int(cut.argmax())
+            out["worst_truncated"] = (table.column("a_doc_id")[worst].as_py(), int(cut[worst]))
     if cfg.dynamic_masking or not len(lengths):
         return out
     pos_col = table.column("masked_lm_positions").combine_chunks()
@@ -95,6 +102,10 @@ def merge_statistics(parts: list[dict[str, Any]], cfg: ExampleConfig) -> dict[st
         },
         "masking": "dynamic" if cfg.dynamic_masking else "static",
         "n_shards": len(parts),
+        # share of the A/B sentence tokens cut by truncation (google cuts the longer segment)
+        "truncated_share": t["n_truncated_tokens"]
+        / max(1, t["n_truncated_tokens"] + t["n_tokens"] - 3 * n),
+        "warnings": truncation_warnings(parts, cfg),
     }
     if cfg.dynamic_masking or n == 0:
         return stats
@@ -114,12 +125,30 @@ def merge_statistics(parts: list[dict[str, Any]], cfg: ExampleConfig) -> dict[st
     return stats
 
 
+def truncation_warnings(parts: list[dict[str, Any]], cfg: ExampleConfig) -> list[str]:
+    """One line per shard that lost more than `warn_truncated_share` of its segment tokens."""
+    lines = []
+    for shard, p in enumerate(parts):
+        content = p["n_tokens"] - 3 * p["n_examples"]
+        share = p["n_truncated_tokens"] / max(1, p["n_truncated_tokens"] + content)
+        if share > cfg.warn_truncated_share:
+            doc, cut = p["worst_truncated"]
+            lines.append(
+                f"shard {shard}: truncation dropped {share:.0%} of the segment tokens (document "
+                f"{doc!r} lost {cut} tokens in one example): text without sentence boundaries? "
+                "(pretrain_data.examples.warn_truncated_share)"
+            )
+    return lines
+
+
 def example_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
     """Statistics of one in-memory examples table (tests, benchmarks)."""
     return merge_statistics([partial_statistics(table, cfg, vocab)], cfg)
 
 
 METRIC_KEYS = (
+    "truncated_share",
+    "n_warnings",
     "n_examples",
     "n_documents",
     "n_tokens",

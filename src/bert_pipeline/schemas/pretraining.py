@@ -131,6 +131,7 @@ ExamplesFrameSchema = pa.DataFrameSchema(
         "a_sent_end": pa.Column("int32"),
         "b_sent_start": pa.Column("int32", checks=pa.Check.ge(0)),
         "b_sent_end": pa.Column("int32"),
+        "truncated_tokens": pa.Column("int32", checks=pa.Check.ge(0), required=False),
     },
     checks=[
         pa.Check(

@@ -17,6 +17,7 @@ from tokenizers import Tokenizer
 from bert_pipeline.data.examples import ExampleConfig
 from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
 from bert_pipeline.data.stages import (
+    binary_looking_documents,
     example_shards,
     sample_sentences,
     sentences_frame,
@@ -78,13 +79,21 @@ def create_examples(
 
 
 def summarize_examples(
-    examples: ExampleShards, tokenizer: Tokenizer, params: dict[str, Any]
+    examples: ExampleShards,
+    tokenizer: Tokenizer,
+    documents: dd.DataFrame,
+    params: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
-    """The statistics report (per shard, merged) and its MLflow metrics."""
+    """The statistics report (per shard, merged) and its MLflow metrics; its warnings (heavy
+    truncation, binary-looking input) are logged one line each and counted in the report."""
     examples.check_tokenizer(tokenizer)
     cfg = example_config(params)
     stats = merge_statistics(shard_statistics(examples.paths(), cfg, tokenizer), cfg)
     stats["parameters"] = examples.manifest["parameters"]
+    stats["warnings"] += binary_looking_documents(documents)
+    stats["n_warnings"] = len(stats["warnings"])
+    for line in stats["warnings"]:
+        logger.warning(line)
     logger.info(
         "%d examples from %d documents in %d shard(s) (selected %.4f, IsNext %.4f)",
         stats["n_examples"],

@@ -51,7 +51,12 @@ def create_pipeline(**kwargs) -> Pipeline:
             ),
             Node(
                 summarize_examples,
-                inputs=["pretraining_examples", "tokenizer", "params:pretrain_data.examples"],
+                inputs=[
+                    "pretraining_examples",
+                    "tokenizer",
+                    "pretrain_documents",
+                    "params:pretrain_data.examples",
+                ],
                 outputs=["pretrain_data_statistics", "pretrain_data_metrics"],
                 name="summarize_examples",
                 tags=TAGS,

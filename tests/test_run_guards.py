@@ -100,6 +100,17 @@ def test_missing_glue_model_is_named_before_the_first_node(tmp_path, project_roo
     assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
 
 
+def test_damaged_glue_model_is_named_before_the_first_node(tmp_path, project_root, mlflow_uri):
+    model = write_checkpoint(tiny_checkpoint(), tmp_path / "model")
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    runtime = {"data_dir": str(tmp_path / "data"), "glue_model_dir": str(model)}
+    with _session(project_root, runtime) as session:
+        with pytest.raises(ValueError, match=r"glue_model_dir\): .*model.safetensors is not a"):
+            session.run(pipeline_names=["finetune_glue"])
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
+
+
 def test_glue_tasks_come_from_the_env_of_the_run(tmp_path, project_root, mlflow_uri, monkeypatch):
     conf = tmp_path / "conf"
     shutil.copytree(project_root / "conf" / "base", conf / "base")

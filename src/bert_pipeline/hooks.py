@@ -195,10 +195,18 @@ def check_run(pipeline, catalog, env: str | None) -> None:
             )
         for task in built:
             task_config(task, params)
+    from bert_pipeline.model.checkpoint import check_weights
+
     for name, hint in MODEL_INPUTS.items():
-        if name in inputs and not catalog.exists(name):
-            path = catalog.get(name)._describe().get("path", "?")
+        if name not in inputs:
+            continue
+        path = catalog.get(name)._describe().get("path", "?")
+        if not catalog.exists(name):
             raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")
+        try:
+            check_weights(path)
+        except ValueError as exc:
+            raise ValueError(f"{name} ({hint}): {exc}") from None
 
 
 class DaskClusterHooks:

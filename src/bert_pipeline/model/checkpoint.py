@@ -100,6 +100,22 @@ def read_checkpoint(directory: str | Path) -> Checkpoint:
     return {"config": config, "state_dict": state_dict, "tokenizer_files": tokenizer_files}
 
 
+def check_weights(directory: str | Path) -> None:
+    """Reads only the header of a folder's model.safetensors: a damaged file fails here, at once,
+    not when a node loads it after others have run."""
+    from safetensors import safe_open
+
+    weights = Path(directory) / SAFETENSORS_FILE
+    if not weights.is_file():
+        return
+    try:
+        with safe_open(weights, framework="pt") as f:
+            f.keys()
+    except Exception as exc:  # safetensors raises its own error types
+        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise ValueError(f"{weights} is not a readable weights file ({reason})") from None
+
+
 def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
     """Write a checkpoint value as a folder, atomically (a sibling temp folder renamed in place)."""
     directory = Path(directory)

@@ -107,3 +107,6 @@ def test_malformed_row_stops_the_task_before_any_output(glue_project, mlflow_uri
     with pytest.raises(Exception, match=r"STS-B/dev.tsv:10: bad stsb row: score '5.5' outside"):
         _run(glue_project, namespaces=["stsb"])
     assert [p.name for p in (glue_project[3] / "data").iterdir()] == [".run.lock"]
+    client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("bert_pipeline").experiment_id])
+    assert run.info.status == "FAILED"  # ended by an exception: never left RUNNING

@@ -93,28 +93,42 @@ def _get(url: str) -> dict:
         return json.loads(response.read())
 
 
+def _serve(command: list[str], url: str, cwd: Path, env: dict[str, str]):
+    """Starts a server in its own process group; returns (process, first JSON answer of url)."""
+    log = (cwd / "server.log").open("w")
+    server = subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            return server, _get(url)
+        except (urllib.error.URLError, ConnectionError):
+            if server.poll() is not None or time.monotonic() > deadline:
+                _stop(server)
+                output = (cwd / "server.log").read_text()[-2000:]
+                raise AssertionError(f"{command[:3]} did not answer at {url}:\n{output}") from None
+            time.sleep(1)
+
+
+def _stop(server: subprocess.Popen) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=30)
+
+
 def test_mlflow_ui_serves_the_finished_run(pretrained):
     root, env, _ = pretrained
     port = _free_port()
-    server = subprocess.Popen(
+    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
+    server, experiment = _serve(
         [str(BIN / "mlflow"), "ui", "--backend-store-uri", env["MLFLOW_TRACKING_URI"]]
         + ["--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        f"{base}/experiments/get-by-name?experiment_name=bert_pipeline",
+        root,
+        env,
     )
-    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                experiment = _get(f"{base}/experiments/get-by-name?experiment_name=bert_pipeline")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert server.poll() is None, "mlflow ui exited"
-                assert time.monotonic() < deadline, "mlflow ui did not answer in 90 s"
-                time.sleep(1)
         experiment_id = experiment["experiment"]["experiment_id"]
         request = urllib.request.Request(
             f"{base}/runs/search",
@@ -128,8 +142,7 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
         metrics = {m["key"] for r in finished for m in r["data"].get("metrics", [])}
         assert {"val/mlm_loss", "train/loss"} <= metrics
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        _stop(server)
 
 
 def test_namespaces_runs_one_glue_task(tmp_path, project_root):
@@ -165,3 +178,19 @@ def test_kedro_viz_build_writes_the_site(tmp_path, project_root):
         p["id"] for p in main["pipelines"]
     }
     assert any(n["name"].endswith("train_bert") or "pretrain" in n["name"] for n in main["nodes"])
+
+
+def test_kedro_viz_run_serves_the_pipelines(tmp_path, project_root):
+    """`make viz`: the kedro-viz server answers with the project's pipelines."""
+    shutil.copy(project_root / "pyproject.toml", tmp_path)
+    shutil.copytree(project_root / "conf", tmp_path / "conf")
+    (tmp_path / "src").mkdir()
+    port = _free_port()
+    command = [str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", str(port)]
+    server, main = _serve(
+        [*command, "--no-browser"], f"http://127.0.0.1:{port}/api/main", tmp_path, _env(tmp_path)
+    )
+    try:
+        assert {"pretrain", "finetune_glue"} <= {p["id"] for p in main["pipelines"]}
+    finally:
+        _stop(server)

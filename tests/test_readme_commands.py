@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -83,9 +84,12 @@ def test_resume_true_continues_the_run(pretrained, project_root):
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below 49152 (kedro-viz refuses the ephemeral range)."""
+    for port in random.Random().sample(range(20000, 49000), 200):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise AssertionError("no free port")
 
 
 def _get(url: str) -> dict:

@@ -198,3 +198,13 @@ def test_kedro_viz_run_serves_the_pipelines(tmp_path, project_root):
         assert {"pretrain", "finetune_glue"} <= {p["id"] for p in main["pipelines"]}
     finally:
         _stop(server)
+
+
+def test_no_nsp_ablation_runs_end_to_end(tmp_path, project_root):
+    params = {"data_dir": tmp_path / "data", **TINY_PRETRAIN}
+    params["pretrain_data.examples.next_sentence"] = "false"
+    _kedro(["run", "--pipeline", "pretrain"], project_root, _env(tmp_path), params)
+    reports = tmp_path / "data" / "08_reporting"
+    assert json.loads((reports / "pretrain_data_statistics.json").read_text())["is_next_rate"] == 1
+    metrics = json.loads((reports / "pretrain_metrics.json").read_text())
+    assert "val/mlm_accuracy" in metrics and "val/nsp_accuracy" not in metrics

@@ -293,3 +293,17 @@ def test_text_without_sentence_boundaries_is_reported(toy_vocab):
     assert stats["truncated_share"] > 0.9
     (line,) = stats["warnings"]
     assert line.startswith("shard 0: truncation dropped 99% of the segment tokens (document 'flat'")
+
+
+def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):
+    """next_sentence=false: every B continues its A in the same document, all labelled IsNext."""
+    corpus, vocab = bundled_sample
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, seed=3, next_sentence=False)
+    table = create_examples(corpus, cfg, vocab, progress=False)
+    frame = table.select(
+        ["next_sentence_label", "a_doc_id", "b_doc_id", "a_sent_end", "b_sent_start"]
+    ).to_pandas()
+    assert len(frame) > 500 and (frame["next_sentence_label"] == 0).all()
+    assert (frame["a_doc_id"] == frame["b_doc_id"]).all()
+    assert (frame["a_sent_end"] == frame["b_sent_start"]).all()
+    ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)  # the catalog schema accepts them

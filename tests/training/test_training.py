@@ -376,3 +376,14 @@ def test_kill_9_then_resume_gives_the_uninterrupted_weights(
     assert final_a["global_step"] == final_b["global_step"] == 6
     for name, a in final_a["state_dict"].items():
         assert torch.equal(a, final_b["state_dict"][name]), f"{name} differs after kill -9"
+
+
+def test_no_nsp_ablation_trains_on_the_mlm_loss_only(tmp_path, tiny_tokenizer, tiny_examples):
+    result = run_training(
+        tiny_examples, tiny_tokenizer, tiny_config(tmp_path, next_sentence=False, max_steps=3)
+    )
+    logged = set(result.history["metric"])
+    assert "train/nsp_loss" not in logged and "val/nsp_accuracy" not in result.metrics
+    losses = result.history.set_index(["metric", "step"])["value"]
+    for step in result.history.loc[result.history.metric == "train/loss", "step"]:
+        assert losses[("train/loss", step)] == losses[("train/mlm_loss", step)]

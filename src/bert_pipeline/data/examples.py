@@ -52,6 +52,8 @@ class ExampleConfig:
     dupe_factor: int = 10
     whole_word_mask: bool = False
     masking: str = "static"  # static: masks drawn here; dynamic: by the collator per batch
+    # false: the paper's "No NSP" ablation, B always continues A in the same document
+    next_sentence: bool = True
     seed: int = 12345
     documents_per_shard: int = 2000  # a random B segment comes from the same shard
     # the report warns about a shard whose segments lose more than this share to truncation
@@ -199,7 +201,12 @@ def _document_structure(
             n_chunk = i + 1 - chunk_start
             a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
             a_s0, a_s1 = chunk_start, chunk_start + a_end
-            if n_chunk == 1 or rng.random() < 0.5:
+            if not cfg.next_sentence:
+                # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
+                # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
+                if n_chunk > 1:
+                    out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
+            elif n_chunk == 1 or rng.random() < 0.5:
                 target_b = target - (starts[a_s1] - starts[a_s0])
                 r = rng.randrange(corpus.n_docs - 1)
                 r += r >= d

@@ -121,6 +121,7 @@ class TrainingConfig(DeviceParams):
     masking: str = "auto"
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
+    next_sentence: bool = True  # false: MLM loss only (the examples' B always continues A)
     pad_to_multiple_of: int = 8
     val_split: float = 0.1
     num_workers: int = 0

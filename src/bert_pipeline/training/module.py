@@ -33,6 +33,7 @@ class BertPretrainingModule(pl.LightningModule):
         optimizer: dict[str, Any] | None = None,
         warmup_steps: int = 0,
         max_steps: int = 1000,
+        next_sentence: bool = True,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()  # plain values only: checkpoints load with weights_only
@@ -49,10 +50,13 @@ class BertPretrainingModule(pl.LightningModule):
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         out = self(batch)
         bs = batch["input_ids"].shape[0]
-        self.log("train/loss", out.loss, prog_bar=True, batch_size=bs)
+        # "No NSP" (next_sentence=false): every B continues its A, only the MLM loss trains
+        loss = out.loss if self.hparams.next_sentence else out.mlm_loss
+        self.log("train/loss", loss, prog_bar=True, batch_size=bs)
         self.log("train/mlm_loss", out.mlm_loss, batch_size=bs)
-        self.log("train/nsp_loss", out.nsp_loss, batch_size=bs)
-        return out.loss
+        if self.hparams.next_sentence:
+            self.log("train/nsp_loss", out.nsp_loss, batch_size=bs)
+        return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         out = self(batch)
@@ -72,8 +76,9 @@ class BertPretrainingModule(pl.LightningModule):
             "val/mlm_loss": mlm_loss,
             "val/perplexity": torch.exp(mlm_loss.clamp(max=50.0)),
             "val/mlm_accuracy": self.val_mlm_accuracy.compute(),
-            "val/nsp_accuracy": self.val_nsp_accuracy.compute(),
         }
+        if self.hparams.next_sentence:
+            metrics["val/nsp_accuracy"] = self.val_nsp_accuracy.compute()
         self.log_dict(metrics, prog_bar=False)
         self.log("val_mlm_loss", mlm_loss, prog_bar=True, logger=False)
         for metric in (self.val_mlm_loss, self.val_mlm_accuracy, self.val_nsp_accuracy):

@@ -206,6 +206,7 @@ def run_training(
         optimizer=dataclasses.asdict(cfg.optimizer),
         warmup_steps=cfg.schedule.warmup_steps,
         max_steps=cfg.schedule.max_steps,
+        next_sentence=cfg.next_sentence,
     )
 
     if cfg.model.init_from:

@@ -45,6 +45,8 @@ def open_client(params: dict[str, Any]):
         {
             "distributed.scheduler.allowed-failures": int(params.get("allowed_failures", 0)),
             "logging.distributed": "warning",  # start/stop chatter of every worker and comm
+            # the same for the worker processes, which read it when they import distributed
+            "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "warning",
         }
     )
     logging.getLogger("distributed").setLevel(logging.WARNING)

@@ -50,6 +50,7 @@ def _env(root: Path) -> dict[str, str]:
         MLFLOW_ARTIFACT_LOCATION=(root / "mlartifacts").as_uri(),
         KEDRO_DISABLE_TELEMETRY="true",
         DO_NOT_TRACK="1",
+        MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL="1",  # tiny runs last seconds, not minutes
     )
     return env
 
@@ -145,6 +146,9 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
         assert finished, [r["info"]["status"] for r in runs]
         metrics = {m["key"] for r in finished for m in r["data"].get("metrics", [])}
         assert {"val/mlm_loss", "train/loss"} <= metrics
+        assert any(key.startswith("system/cpu_utilization") for key in metrics)
+        inputs = [i["dataset"]["name"] for r in finished for i in r["inputs"]["dataset_inputs"]]
+        assert "pretraining_examples" in inputs
     finally:
         _stop(server)
 

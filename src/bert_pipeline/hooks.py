@@ -102,6 +102,14 @@ class TrackingHooks:
     @hook_impl(tryfirst=True)  # before kedro-mlflow touches the store
     def after_context_created(self, context) -> None:
         create_tracking_store(context.config_loader["mlflow"]["server"]["mlflow_tracking_uri"])
+        import os
+
+        import mlflow
+
+        # CPU, memory (and GPU) every 10 s under system/*; MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING
+        # =false turns it off
+        if os.environ.get("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "true").lower() != "false":
+            mlflow.enable_system_metrics_logging()
 
     @hook_impl(trylast=True)  # after kedro-mlflow has opened this run
     def before_pipeline_run(self) -> None:

@@ -89,6 +89,9 @@ def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
     assert stsb.data.params["learning_rates"] == "[0.001]"
     history = client.get_metric_history(stsb.info.run_id, "lr_0.001_seed_42/dev_pearson")
     assert len(history) == 2  # one dev pass per epoch, at the step it ended on
+    inputs = {i.dataset.name: i.dataset for i in stsb.inputs.dataset_inputs}
+    assert set(inputs) == {"glue_stsb_train", "glue_stsb_dev"}  # lineage on the task's run
+    assert '"num_rows": 12' in inputs["glue_stsb_train"].profile
     artifacts = {a.path for a in client.list_artifacts(stsb.info.run_id)}
     assert {"best_checkpoint", "predictions", "dev_metrics.json"} <= artifacts
     parent = parents[0]

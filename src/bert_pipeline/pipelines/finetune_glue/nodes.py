@@ -20,7 +20,7 @@ from bert_pipeline.glue.report import (
 )
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.checkpoint import write_checkpoint
-from bert_pipeline.training.core import child_run
+from bert_pipeline.training.core import child_run, log_frame_input
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,8 @@ def finetune_glue_task(
         or "the checkpoint glue_pretrained_model (runtime parameter glue_model_dir)"
     )
     with child_run(f"glue_{task.name}", tags={"glue_task": task.name}) as run_id:
+        log_frame_input(train, f"glue_{task.name}_train", "training")
+        log_frame_input(dev, f"glue_{task.name}_dev", "evaluation")
         if run_id is not None:
             mlflow.log_params(
                 {

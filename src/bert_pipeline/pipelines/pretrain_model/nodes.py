@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from typing import Any
 
@@ -10,13 +12,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
 import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
-from bert_pipeline.training.core import active_run  # noqa: E402
+from bert_pipeline.training.core import active_run, log_table_input  # noqa: E402
 from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
 from bert_pipeline.training.trainer import run_training  # noqa: E402
 
@@ -51,6 +54,14 @@ def pretrain_bert(
     cfg = TrainingConfig.from_params(params)
     examples.check_tokenizer(tokenizer)
     run_id, tracking_uri = active_run()
+    folder = examples.paths()[0].parent
+    log_table_input(
+        "pretraining_examples",
+        folder,
+        digest=hashlib.sha256(json.dumps(examples.manifest, sort_keys=True).encode()).hexdigest(),
+        rows=int(examples.manifest.get("n_examples", 0)),
+        schema=pa.ipc.open_file(pa.memory_map(str(examples.paths()[0]))).schema,
+    )
     nproc = _local_processes(cfg)
     if nproc > 1:
         model, history, metrics = launch_subprocess(

@@ -39,4 +39,5 @@ viz: setup
 	$(BIN)/kedro viz run
 
 mlflow-ui: setup
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlflow.db --port 5000
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
+		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1

@@ -67,6 +67,20 @@ def sample(frame: pd.DataFrame, limit: int | None, seed: int) -> pd.DataFrame:
     return frame.sample(n=limit, random_state=seed).sort_index().reset_index(drop=True)
 
 
+def finetune_config(
+    args: argparse.Namespace, learning_rates: list[float], **extra
+) -> FinetuneConfig:
+    """The benchmarks' grid and sizes from their command-line arguments."""
+    return FinetuneConfig(
+        learning_rates=learning_rates,
+        seeds=args.seeds,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length,
+        **extra,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE)
@@ -90,13 +104,7 @@ def main() -> None:
     parser.add_argument("--no-report", action="store_true", help="print only, do not append")
     args = parser.parse_args()
 
-    config = FinetuneConfig(
-        learning_rates=args.learning_rates,
-        seeds=args.seeds,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length,
-    )
+    config = finetune_config(args, args.learning_rates)
     rows = []
     models = checkpoints(args.models, args.export, args.seeds[0])
     for task_name in args.tasks:

@@ -1,0 +1,297 @@
+"""Does pretraining pay off? GLUE dev scores of budget-pretrained BERTs against a random init.
+
+`finetune` runs one model through `finetune_task` (the library function of the finetune_glue
+pipeline: the lr x seed grid, best epoch on dev) on each task and writes its trials to a JSON
+file; `--random-like DIR` instead fine-tunes a random init of DIR's architecture and vocabulary.
+Every model sees the same (seeded) train subsample. `report` merges the JSON files with the
+pretraining runs' curves from MLflow into benchmarks/pretraining_value.md and .png.
+
+    python benchmarks/pretraining_value.py finetune --name budget \\
+        --model data/budget/06_models/bert_pretrained --results /tmp/value_budget.json
+    python benchmarks/pretraining_value.py finetune --name random \\
+        --random-like data/budget/06_models/bert_pretrained --results /tmp/value_random.json
+    python benchmarks/pretraining_value.py report --results /tmp/value_*.json \\
+        --baseline random --pretraining budget=<mlflow run id> --note "..."
+
+For each model and task the learning rate with the best mean dev score over the seeds is chosen,
+and the table shows the mean and the standard deviation over the seeds at that rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import torch
+from glue_quality import DEFAULT_GLUE, finetune_config, sample
+from model_throughput import cpu_name
+
+OUT = Path(__file__).with_suffix(".md")
+TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
+CURVES = ("val/mlm_accuracy", "val/mlm_loss", "val/nsp_accuracy")
+
+
+def checkpoint_for(args: argparse.Namespace) -> tuple[str, dict]:
+    from bert_pipeline.model import BertConfig, BertForPreTraining
+    from bert_pipeline.model.checkpoint import model_to_checkpoint, read_checkpoint
+
+    if args.model:
+        return str(args.model), read_checkpoint(args.model)
+    base = read_checkpoint(args.random_like)
+    torch.manual_seed(args.init_seed)
+    model = BertForPreTraining(BertConfig.from_dict(base["config"]))
+    checkpoint = model_to_checkpoint(model, base["tokenizer_files"])
+    return f"random init (seed {args.init_seed}) of {args.random_like}'s config", checkpoint
+
+
+def finetune(args: argparse.Namespace) -> None:
+    from bert_pipeline.glue.finetune import finetune_task
+    from bert_pipeline.glue.loading import load_glue_tsv_task
+    from bert_pipeline.glue.tasks import get_task
+
+    torch.set_num_threads(args.threads)
+    source, checkpoint = checkpoint_for(args)
+    config = finetune_config(args, args.lrs, progress_bar=False)
+    tasks = {}
+    for name in args.tasks:
+        task = get_task(name)
+        splits = load_glue_tsv_task(args.glue_dir, task)
+        train = sample(splits["train"], args.max_train_examples, 0)
+        dev = pd.concat([splits[s] for s in task.dev_splits], ignore_index=True)
+        test = splits[task.test_splits[0]].head(0)  # dev scores only
+        start, cpu_start = time.perf_counter(), time.process_time()
+        result = finetune_task(task, train, dev, test, checkpoint, config, source=source)
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+        trials = [
+            {
+                "lr": t["learning_rate"],
+                "seed": t["seed"],
+                "score": t["best_score"],
+                "epoch": t["best_epoch"] + 1,
+                "metrics": t["history"][t["best_epoch"]]["metrics"],
+            }
+            for t in result.trials
+        ]
+        tasks[task.name] = {
+            "train": len(train),
+            "dev": len(dev),
+            "s": seconds,
+            "cpu_s": cpu_seconds,
+            "trials": trials,
+        }
+        print(f"{args.name} {task.name}: {seconds:.0f} s, best {result.best}", flush=True)
+    res = {
+        "name": args.name,
+        "source": source,
+        "command": shlex.join(["python", "benchmarks/pretraining_value.py", *sys.argv[1:]]),
+        "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
+        "cpu": cpu_name(),
+        "threads": args.threads,
+        "load_after": os.getloadavg()[0],
+        "config": {k: getattr(args, k) for k in ("lrs", "seeds", "epochs", "batch_size")}
+        | {"max_seq_length": args.max_seq_length, "max_train": args.max_train_examples},
+        "tasks": tasks,
+    }
+    args.results.write_text(json.dumps(res, indent=1), encoding="utf-8")
+
+
+def best_lr(trials: list[dict]) -> tuple[float, list[dict]]:
+    """The rate with the best mean dev score over seeds, and its trials."""
+    by_lr: dict[float, list[dict]] = {}
+    for t in trials:
+        by_lr.setdefault(t["lr"], []).append(t)
+    lr = max(by_lr, key=lambda k: statistics.mean(t["score"] for t in by_lr[k]))
+    return lr, sorted(by_lr[lr], key=lambda t: t["seed"])
+
+
+def spread(values: list[float]) -> str:
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{100 * statistics.mean(values):.1f} ± {100 * sd:.1f}"
+
+
+def task_cell(task: dict) -> tuple[str, list[float], float]:
+    """'metric mean ± sd / ...' at the best rate, the per-seed task scores, and that rate."""
+    lr, trials = best_lr(task["trials"])
+    names = [(split, metric) for split, values in trials[0]["metrics"].items() for metric in values]
+    cell = " / ".join(
+        f"{metric} {spread([t['metrics'][split][metric] for t in trials])}"
+        for split, metric in names
+    )
+    return cell, [t["score"] for t in trials], lr
+
+
+def pretraining_runs(pairs: list[str]) -> dict[str, dict]:
+    """Curves, parameters and times of the named MLflow pretraining runs (name=run_id)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    out = {}
+    for pair in pairs:
+        name, run_id = pair.split("=", 1)
+        run = client.get_run(run_id)
+        curves = {
+            key: [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
+            for key in (*CURVES, "train/mlm_loss")
+        }
+        stamps = [m.timestamp for m in client.get_metric_history(run_id, "train/loss")]
+        out[name] = {
+            "run_id": run_id,
+            "params": run.data.params,
+            "curves": curves,
+            "run_s": (run.info.end_time - run.info.start_time) / 1000,
+            "train_s": (max(stamps) - min(stamps)) / 1000 if stamps else None,
+        }
+    return out
+
+
+def plot(runs: dict[str, dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, key in zip(axes, CURVES, strict=True):
+        for name, run in runs.items():
+            points = run["curves"][key]
+            if points:
+                ax.plot(*zip(*points, strict=True), label=name)
+        ax.set_title(f"held-out {key.split('/')[1].replace('_', ' ')}")
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def report(args: argparse.Namespace) -> None:
+    results = [json.loads(Path(p).read_text()) for p in args.results]
+    runs = pretraining_runs(args.pretraining)
+    picture = OUT.with_suffix(".png")
+    if runs:
+        plot(runs, picture)
+    tasks = [t for t in TASKS if all(t in r["tasks"] for r in results)]
+    first = results[0]
+    lines = [
+        "# Does pretraining pay off? (benchmarks/pretraining_value.py)",
+        "",
+        "GLUE dev after fine-tuning each model with the same grid: learning rates "
+        f"{', '.join(f'{x:g}' for x in first['config']['lrs'])} x seeds "
+        f"{', '.join(map(str, first['config']['seeds']))}, {first['config']['epochs']} epochs, "
+        f"batch {first['config']['batch_size']}, max_seq_length "
+        f"{first['config']['max_seq_length']}, the best epoch on dev per trial (as finetune_glue). "
+        "Per model and task, the rate with the best mean dev score over the seeds; cells are "
+        "mean ± standard deviation over the seeds at that rate (x100). Train sets: "
+        + ", ".join(f"{t} {first['tasks'][t]['train']:,}" for t in tasks)
+        + (
+            f" (at most {first['config']['max_train']:,} examples, the same seeded subsample "
+            "for every model)"
+            if first["config"]["max_train"]
+            else ""
+        )
+        + "; dev sets complete.",
+        "",
+        "| model | " + " | ".join(tasks) + " | average | fine-tuning CPU time |",
+        "|---|" + "---|" * len(tasks) + "---:|---:|",
+    ]
+    averages: dict[str, list[float]] = {}
+    for r in results:
+        cells, per_seed = [], []
+        for t in tasks:
+            cell, scores, lr = task_cell(r["tasks"][t])
+            cells.append(f"{cell} (lr {lr:g})")
+            per_seed.append(scores)
+        averages[r["name"]] = [statistics.mean(s) for s in zip(*per_seed, strict=True)]
+        minutes = sum(r["tasks"][t]["cpu_s"] for t in tasks) / 60
+        lines.append(
+            f"| {r['name']} | "
+            + " | ".join(cells)
+            + f" | {spread(averages[r['name']])} | {minutes:.0f} min |"
+        )
+    lines += ["", "Models:", ""]
+    lines += [f"- {r['name']}: {r['source']}; measured with `{r['command']}`" for r in results]
+    if args.baseline in averages:
+        base = statistics.mean(averages[args.baseline])
+        base_stsb = stsb_pearson(next(r for r in results if r["name"] == args.baseline))
+        lines += ["", f"Against {args.baseline} (mean over seeds):", ""]
+        for r in results:
+            if r["name"] == args.baseline:
+                continue
+            gain = 100 * (statistics.mean(averages[r["name"]]) - base)
+            line = f"- {r['name']}: average {gain:+.1f} points"
+            if "stsb" in tasks:
+                line += f", STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points"
+            lines.append(line + ".")
+    if runs:
+        lines += [
+            "",
+            "## Pretraining",
+            "",
+            "| run | MLflow run | steps | training time | whole run | held-out MLM accuracy "
+            "| MLM loss | NSP accuracy |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+        ]
+        for name, run in runs.items():
+            last = {k: (v[-1][1] if v else None) for k, v in run["curves"].items()}
+            nsp = f"{last['val/nsp_accuracy']:.3f}" if last["val/nsp_accuracy"] else "-"
+            steps = run["curves"]["val/mlm_accuracy"][-1][0]
+            lines.append(
+                f"| {name} | {run['run_id'][:8]} | {steps} | {run['train_s'] / 60:.0f} min | "
+                f"{run['run_s'] / 60:.0f} min | {last['val/mlm_accuracy']:.3f} | "
+                f"{last['val/mlm_loss']:.2f} | {nsp} |"
+            )
+        lines += ["", f"![pretraining curves]({picture.name})"]
+    lines += [
+        "",
+        f"Machine: {first['cpu']}; fine-tuning at {first['threads']} torch thread(s) per process; "
+        "its time is the process's CPU time (the runs shared the 2 cores with each other).",
+    ]
+    if args.note:
+        lines += ["", args.note]
+    OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(OUT.read_text())
+
+
+def stsb_pearson(result: dict) -> float:
+    _, trials = best_lr(result["tasks"]["stsb"]["trials"])
+    return statistics.mean(t["metrics"]["dev"]["pearson"] for t in trials)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ft = sub.add_parser("finetune")
+    ft.add_argument("--name", required=True)
+    which = ft.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", type=Path, help="HF-format folder (config, weights, vocab)")
+    which.add_argument("--random-like", type=Path, help="random init of this folder's config")
+    ft.add_argument("--init-seed", type=int, default=0)
+    ft.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE)
+    ft.add_argument("--tasks", nargs="+", default=TASKS)
+    ft.add_argument("--max-train-examples", type=int, default=None)
+    ft.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
+    ft.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ft.add_argument("--epochs", type=int, default=3)
+    ft.add_argument("--batch-size", type=int, default=32)
+    ft.add_argument("--max-seq-length", type=int, default=128)
+    ft.add_argument("--threads", type=int, default=2)
+    ft.add_argument("--results", type=Path, required=True)
+    rep = sub.add_parser("report")
+    rep.add_argument("--results", nargs="+", required=True)
+    rep.add_argument("--baseline", default="random")
+    rep.add_argument("--pretraining", nargs="*", default=[], help="name=mlflow_run_id")
+    rep.add_argument("--note", default="")
+    args = parser.parse_args()
+    finetune(args) if args.command == "finetune" else report(args)
+
+
+if __name__ == "__main__":
+    main()

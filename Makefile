@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-test pretrain finetune test lint viz mlflow-ui
+.PHONY: setup setup-test pretrain pretrain-budget finetune test lint viz mlflow-ui serve
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,10 @@ setup-test: $(VENV)/.installed-test
 pretrain: setup
 	$(BIN)/kedro run --pipeline pretrain
 
+# About an hour on a 2-core CPU: conf/budget (Wikipedia from ../shared, see the README).
+pretrain-budget: setup
+	$(BIN)/kedro run --env budget --params data_dir=data/budget
+
 finetune: setup
 	$(BIN)/kedro run --pipeline finetune_glue
 
@@ -41,3 +45,9 @@ viz: setup
 mlflow-ui: setup
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1
+
+# A registered model over HTTP (README "Models in MLflow"): make serve MODEL=models:/bert-glue-sst2/1
+MODEL ?= models:/bert-pretrained/latest
+serve: setup
+	PATH="$(CURDIR)/$(BIN):$$PATH" MLFLOW_TRACKING_URI=sqlite:///mlflow.db $(BIN)/mlflow models serve \
+		-m $(MODEL) --env-manager local --host 127.0.0.1 --port 5001

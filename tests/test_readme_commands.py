@@ -20,8 +20,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bert_pipeline.model.checkpoint import write_checkpoint
+from bert_pipeline.model.config import PRESETS
+from tests.data.conftest import TOPICS, write_wikiextractor
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
 
 BIN = Path(sys.executable).parent
@@ -93,13 +96,20 @@ def _free_port() -> int:
     raise AssertionError("no free port")
 
 
-def _get(url: str) -> dict:
+def _get(url: str, parse=json.loads):
     with urllib.request.urlopen(url, timeout=5) as response:
+        return parse(response.read())
+
+
+def _post(url: str, body: dict) -> dict:
+    headers = {"Content-Type": "application/json"}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
 
-def _serve(command: list[str], url: str, cwd: Path, env: dict[str, str]):
-    """Starts a server in its own process group; returns (process, first JSON answer of url)."""
+def _serve(command: list[str], url: str, cwd: Path, env: dict[str, str], parse=json.loads):
+    """Starts a server in its own process group; returns (process, first answer of url)."""
     log = (cwd / "server.log").open("w")
     server = subprocess.Popen(
         command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -107,7 +117,7 @@ def _serve(command: list[str], url: str, cwd: Path, env: dict[str, str]):
     deadline = time.monotonic() + 90
     while True:
         try:
-            return server, _get(url)
+            return server, _get(url, parse)
         except (urllib.error.URLError, ConnectionError):
             if server.poll() is not None or time.monotonic() > deadline:
                 _stop(server)
@@ -135,13 +145,7 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
     )
     try:
         experiment_id = experiment["experiment"]["experiment_id"]
-        request = urllib.request.Request(
-            f"{base}/runs/search",
-            data=json.dumps({"experiment_ids": [experiment_id]}).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            runs = json.loads(response.read())["runs"]
+        runs = _post(f"{base}/runs/search", {"experiment_ids": [experiment_id]})["runs"]
         finished = [r for r in runs if r["info"]["status"] == "FINISHED"]
         assert finished, [r["info"]["status"] for r in runs]
         metrics = {m["key"] for r in finished for m in r["data"].get("metrics", [])}
@@ -149,6 +153,29 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
         assert any(key.startswith("system/cpu_utilization") for key in metrics)
         inputs = [i["dataset"]["name"] for r in finished for i in r["inputs"]["dataset_inputs"]]
         assert "pretraining_examples" in inputs
+        models = _post(f"{base}/logged-models/search", {"experiment_ids": [experiment_id]})
+        sources = {m["info"]["source_run_id"] for m in models["models"]}
+        assert sources == {r["info"]["run_id"] for r in finished}
+    finally:
+        _stop(server)
+
+
+def test_mlflow_models_serve_answers_over_http(pretrained):
+    """`make serve`'s `mlflow models serve` of the registered pretrained model, on localhost."""
+    root, env, _ = pretrained
+    port = _free_port()
+    command = [str(BIN / "mlflow"), "models", "serve", "-m", "models:/bert-pretrained/latest"]
+    command += ["--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
+    env = {**env, "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}  # its uvicorn, as make serve
+    server, _ = _serve(command, f"http://127.0.0.1:{port}/ping", root, env, parse=bytes)
+    try:
+        rows = [["A short sentence.", None], ["A first segment.", "And a second one."]]
+        body = {"dataframe_split": {"columns": ["text_a", "text_b"], "data": rows}}
+        answer = _post(f"http://127.0.0.1:{port}/invocations", body)["predictions"]
+        assert len(answer) == 2
+        hidden = TINY_PRETRAIN["pretrain_model.model.overrides.hidden_size"]
+        assert all(len(row["cls_embedding"]) == hidden for row in answer)
+        assert answer[0]["mean_embedding"] != answer[1]["mean_embedding"]
     finally:
         _stop(server)
 
@@ -212,3 +239,27 @@ def test_no_nsp_ablation_runs_end_to_end(tmp_path, project_root):
     assert json.loads((reports / "pretrain_data_statistics.json").read_text())["is_next_rate"] == 1
     metrics = json.loads((reports / "pretrain_metrics.json").read_text())
     assert "val/mlm_accuracy" in metrics and "val/nsp_accuracy" not in metrics
+
+
+def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project_root):
+    """`make pretrain-budget` (`kedro run --env budget`) on 12 articles, with tiny sizes."""
+    names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
+    wiki = write_wikiextractor(
+        tmp_path / "wiki", {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}
+    )
+    params = {**TINY_PRETRAIN, "data_dir": tmp_path / "data", "corpus.path": wiki}
+    del params["corpus.max_documents"]
+    params["pretrain_model.val_split"] = 4
+    _kedro(["run", "--env", "budget"], project_root, _env(tmp_path), params)
+    stats = json.loads(
+        (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()
+    )
+    assert stats["n_documents"] == 12
+    export = tmp_path / "data" / "06_models" / "bert_pretrained"
+    transformers = pytest.importorskip("transformers")
+    model = transformers.BertModel.from_pretrained(export)
+    conf = project_root / "conf" / "budget" / "parameters_pretrain_model.yml"
+    budget = yaml.safe_load(conf.read_text())
+    preset = budget["pretrain_model"]["model"]["preset"]
+    assert model.config.num_hidden_layers == PRESETS[preset][0]
+    assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here

@@ -10,6 +10,8 @@ CONFIG_LOADER_ARGS = {
     # oc.env lets tests and CI point MLflow and data paths elsewhere without editing conf/.
     "custom_resolvers": {"oc.env": oc.env},
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
+    # An environment (conf/budget) lists only the keys it changes: merged into base key by key.
+    "merge_strategy": {"parameters": "soft", "catalog": "soft"},
 }
 
 # mlflow and kedro-mlflow set their own log levels when imported: apply conf/logging.yml again.

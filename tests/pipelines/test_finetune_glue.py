@@ -93,7 +93,20 @@ def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
     assert set(inputs) == {"glue_stsb_train", "glue_stsb_dev"}  # lineage on the task's run
     assert '"num_rows": 12' in inputs["glue_stsb_train"].profile
     artifacts = {a.path for a in client.list_artifacts(stsb.info.run_id)}
-    assert {"best_checkpoint", "predictions", "dev_metrics.json"} <= artifacts
+    assert {"predictions", "dev_metrics.json"} <= artifacts
+    # The best model: a LoggedModel of the task's run, registered as bert-glue-<task>, loadable
+    logged = client.search_logged_models([experiment.experiment_id])
+    assert sorted(m.source_run_id == stsb.info.run_id for m in logged) == [False, True]
+    version = client.get_model_version("bert-glue-stsb", "1")
+    assert version.run_id == stsb.info.run_id
+    rte = mlflow.pyfunc.load_model("models:/bert-glue-rte/1")
+    pairs = pd.DataFrame({"text_a": ["A man plays.", "It rains."], "text_b": ["A man.", "Sun."]})
+    answer = rte.predict(pairs)
+    assert list(answer.columns) == ["label", "score"] and len(answer) == 2
+    assert set(answer["label"]) <= {"entailment", "not_entailment"}
+    assert answer["score"].between(0.5, 1).all()  # the winning class's probability
+    stsb_answer = mlflow.pyfunc.load_model("models:/bert-glue-stsb/1").predict(pairs)
+    assert list(stsb_answer.columns) == ["score"]
     parent = parents[0]
     assert "glue.average" in parent.data.metrics
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "glue")} == {

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import torch
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
@@ -75,21 +76,24 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
     assert run.data.params["pretrain_model.optimizer.lr"] == "0.001"
     artifacts = _artifacts(client, run.info.run_id)
     assert {
-        "model/bert_pretrained/config.json",
-        "model/bert_pretrained/model.safetensors",
-        "model/bert_pretrained/vocab.txt",
         "pretrain_model/pretrain_loss_curve.png",
         "pretrain_model/pretrain_metrics.json",
     } <= artifacts
 
-    # The MLflow copy of the model is the same model.
+    # The model in MLflow: a LoggedModel of the run, registered as bert-pretrained, the same model
+    (logged,) = client.search_logged_models([experiment.experiment_id])
+    assert logged.source_run_id == run.info.run_id
+    assert client.get_model_version("bert-pretrained", "1").run_id == run.info.run_id
+    record = json.loads((data_dir / "08_reporting" / "pretrained_model_mlflow.json").read_text())
+    assert record["registered_version"] == 1 and record["model_id"] == logged.model_id
     local = mlflow.artifacts.download_artifacts(
-        run_id=run.info.run_id,
-        artifact_path="model/bert_pretrained",
-        dst_path=str(tmp_path / "dl"),
-        tracking_uri=mlflow_uri,
+        artifact_uri="models:/bert-pretrained/1", dst_path=str(tmp_path / "dl")
     )
-    again = load_pretrained(Path(local)).eval()
+    again = load_pretrained(Path(local) / "artifacts" / "model").eval()
     ids = torch.tensor([[2, 10, 11, 3, 12, 3]])
     with torch.no_grad():
         assert torch.equal(model(ids).prediction_logits, again(ids).prediction_logits)
+    pyfunc = mlflow.pyfunc.load_model("models:/bert-pretrained/1")
+    embedded = pyfunc.predict(pd.DataFrame({"text_a": ["one sentence", "and another one"]}))
+    assert list(embedded.columns) == ["cls_embedding", "mean_embedding"]
+    assert [len(v) for v in embedded["cls_embedding"]] == [32, 32]

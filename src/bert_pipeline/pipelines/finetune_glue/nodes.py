@@ -19,7 +19,7 @@ from bert_pipeline.glue.report import (
     summary_table,
 )
 from bert_pipeline.glue.tasks import get_task
-from bert_pipeline.model.checkpoint import write_checkpoint
+from bert_pipeline.serving import log_checkpoint_model
 from bert_pipeline.training.core import child_run, log_frame_input
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def task_config(task: str, params: dict[str, Any]) -> FinetuneConfig:
 
 
 def _log_task_run(result: FinetuneResult, record: dict) -> None:
-    """Best dev metrics, chosen lr/seed/epoch, dev record, predictions and best checkpoint."""
+    """Best dev metrics, chosen lr/seed/epoch, dev record and predictions (the model: below)."""
     best = result.best
     mlflow.log_metrics(
         {
@@ -93,9 +93,12 @@ def _log_task_run(result: FinetuneResult, record: dict) -> None:
         result.dev_predictions.to_csv(Path(tmp) / "dev_predictions.csv", index=False)
         result.test_predictions.to_csv(Path(tmp) / "test_predictions.csv", index=False)
         mlflow.log_artifacts(tmp, "predictions")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = write_checkpoint(result.checkpoint, Path(tmp) / "model")
-        mlflow.log_artifacts(str(folder), "best_checkpoint")
+
+
+def _registered_name(params: dict[str, Any], task: str) -> str | None:
+    """`finetune_glue.registered_model_name` with {task} filled in; empty: log, do not register."""
+    template = params.get("registered_model_name")
+    return template.format(task=task) if template else None
 
 
 def finetune_glue_task(
@@ -108,7 +111,8 @@ def finetune_glue_task(
     """Fine-tunes one task; returns the best checkpoint, its dev record and predictions.
 
     Inside a kedro-mlflow run, the task gets its own nested MLflow run with its
-    hyperparameters, per-epoch dev metrics of every trial, best checkpoint and predictions.
+    hyperparameters, per-epoch dev metrics of every trial, predictions and the best model as
+    a registered pyfunc model (`bert_pipeline.serving`).
     """
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
@@ -142,6 +146,12 @@ def finetune_glue_task(
             "mlflow_run_id": run_id,
         }
         if run_id is not None:
+            record["mlflow_model"] = log_checkpoint_model(
+                result.checkpoint,
+                dev[["text_a", "text_b"]].head(2),
+                registered_name=_registered_name(params, task.name),
+                max_seq_length=config.max_seq_length,
+            )
             _log_task_run(result, record)
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 

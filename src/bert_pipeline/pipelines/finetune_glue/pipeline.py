@@ -63,11 +63,12 @@ def configured_tasks(conf_source: str | Path | None = None) -> tuple[list[str], 
         conf_source = (
             cwd_conf if cwd_conf.is_dir() else Path(__file__).resolve().parents[4] / "conf"
         )
+    from bert_pipeline.settings import CONFIG_LOADER_ARGS  # the run's loader: same merging
+
     loader = OmegaConfigLoader(
         conf_source=str(conf_source),
-        base_env="base",
-        default_run_env="local",
         env=ACTIVE_CONF.get("env") or os.environ.get("KEDRO_ENV"),
+        **CONFIG_LOADER_ARGS,
     )
     params = loader["parameters"].get("finetune_glue") or {}
     return list(params.get("tasks") or []), list(params.get("init_from_mnli") or [])

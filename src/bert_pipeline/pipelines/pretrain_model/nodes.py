@@ -18,6 +18,7 @@ from tokenizers import Tokenizer  # noqa: E402
 
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
+from bert_pipeline.serving import log_checkpoint_model  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
 from bert_pipeline.training.core import active_run, log_table_input  # noqa: E402
 from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
@@ -78,6 +79,22 @@ def pretrain_bert(
         )
         model, history, metrics = result.model, result.history, result.metrics
     return model_to_checkpoint(model, tokenizer), history, metrics
+
+
+def log_pretrained_model(checkpoint: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """The exported model as a (registered) pyfunc model of the run; what was logged, for reports.
+
+    Outside an MLflow run (tracking disabled) nothing is logged and the record says so.
+    """
+    if active_run()[0] is None:
+        logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
+        return {"model_uri": None}
+    return log_checkpoint_model(
+        checkpoint,
+        pd.DataFrame({"text_a": list(params["input_example"])}),
+        registered_name=params.get("registered_model_name"),
+        max_seq_length=int(params["max_seq_length"]),
+    )
 
 
 def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from kedro.pipeline import Node, Pipeline
 
-from bert_pipeline.pipelines.pretrain_model.nodes import plot_loss_curve, pretrain_bert
+from bert_pipeline.pipelines.pretrain_model.nodes import (
+    log_pretrained_model,
+    plot_loss_curve,
+    pretrain_bert,
+)
 
 
 def create_pipeline(**kwargs) -> Pipeline:
@@ -16,6 +20,13 @@ def create_pipeline(**kwargs) -> Pipeline:
                 outputs=["pretrained_model", "pretrain_history", "pretrain_metrics"],
                 name="pretrain_bert",
                 tags=["training"],
+            ),
+            Node(
+                log_pretrained_model,
+                inputs=["pretrained_model", "params:pretrained_mlflow_model"],
+                outputs="pretrained_model_mlflow",
+                name="log_pretrained_model",
+                tags=["tracking"],
             ),
             Node(
                 plot_loss_curve,

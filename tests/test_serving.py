@@ -1,0 +1,53 @@
+"""The pyfunc wrapper of bert_pipeline.serving, without MLflow runs (those: tests/pipelines)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+import torch
+
+from bert_pipeline.model import BertForSequenceClassification
+from bert_pipeline.model.checkpoint import (
+    model_from_checkpoint,
+    model_to_checkpoint,
+    write_checkpoint,
+)
+from bert_pipeline.serving import ARTIFACT, BertPyfunc
+from tests.glue.helpers import tiny_checkpoint
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> BertPyfunc:
+    pretrained = tiny_checkpoint()
+    torch.manual_seed(0)
+    model = model_from_checkpoint(pretrained, BertForSequenceClassification, num_labels=3)
+    labels = ["entailment", "neutral", "contradiction"]
+    folder = tmp_path_factory.mktemp("serving") / "model"
+    checkpoint = model_to_checkpoint(model, pretrained["tokenizer_files"], labels=labels)
+    write_checkpoint(checkpoint, folder)
+    wrapper = BertPyfunc()
+    wrapper.load_context(SimpleNamespace(artifacts={ARTIFACT: str(folder)}, model_config=None))
+    return wrapper
+
+
+def test_single_sentences_and_pairs_mixed_keep_their_order(classifier: BertPyfunc):
+    rows = pd.DataFrame(
+        {
+            "text_a": ["the cat finds the letter.", "a farmer hears.", "two birds follow."],
+            "text_b": [None, "the river paints.", ""],  # "" counts as no second segment
+        }
+    )
+    together = classifier.predict(None, rows)
+    one_by_one = pd.concat(
+        [classifier.predict(None, rows.iloc[[i]]) for i in range(len(rows))], ignore_index=True
+    )
+    pd.testing.assert_frame_equal(together, one_by_one)
+    assert set(together["label"]) <= {"entailment", "neutral", "contradiction"}
+    assert together["score"].between(1 / 3, 1).all()
+
+
+def test_input_without_text_a_is_refused_with_its_columns(classifier: BertPyfunc):
+    with pytest.raises(ValueError, match=r"input has columns \['sentence'\]; expected text_a"):
+        classifier.predict(None, pd.DataFrame({"sentence": ["x"]}))

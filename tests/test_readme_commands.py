@@ -74,8 +74,18 @@ def pretrained(tmp_path_factory, project_root):
     root = tmp_path_factory.mktemp("readme")
     env = _env(root)
     params = {"data_dir": root / "data", **TINY_PRETRAIN}
-    _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
+    output = _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
+    (root / "console.txt").write_text(output)
     return root, env, params
+
+
+def test_console_carries_no_third_party_noise(pretrained):
+    """Kedro's progress and the project's own lines; no advertisements, warnings or doubles."""
+    output = (pretrained[0] / "console.txt").read_text()
+    assert "Pipeline execution completed" in output
+    for noise in ("Tip:", "litlogger", "Warning:", "Downloading artifacts", "INFO: "):
+        assert noise not in output, noise
+    assert output.count("Seed set to 42") == 1
 
 
 def test_resume_true_continues_the_run(pretrained, project_root):

@@ -52,7 +52,10 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
             )
             id2label = config.get("id2label") or {}
             self.labels = [id2label.get(str(i), str(i)) for i in range(self.model.num_labels)]
-        else:
+        else:  # the encoder only: the pretraining heads are not used here
+            checkpoint["state_dict"] = {
+                k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("cls.")
+            }
             self.model = model_from_checkpoint(checkpoint, BertModel, source=folder)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:

@@ -14,12 +14,29 @@ CONFIG_LOADER_ARGS = {
     "merge_strategy": {"parameters": "soft", "catalog": "soft"},
 }
 
-# mlflow and kedro-mlflow set their own log levels when imported: apply conf/logging.yml again.
+# mlflow, kedro-mlflow and lightning set their own log levels and handlers when imported: apply
+# conf/logging.yml again after them. MLflow's per-file download bars (logging a model) are noise.
+import os  # noqa: E402
+
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+
 import kedro_mlflow  # noqa: E402, F401
+import lightning.pytorch  # noqa: E402, F401
 import mlflow  # noqa: E402, F401
 from kedro.framework.project import LOGGING  # noqa: E402
 
 LOGGING.configure(LOGGING.data)
+
+import logging  # noqa: E402
+
+from bert_pipeline.log_filters import DropMessages  # noqa: E402
+
+# Lightning's "Tip: try litlogger" on every fit, through the rank-zero logger of whichever
+# Lightning distribution (lightning, or pytorch_lightning / lightning_fabric, which other packages
+# pull in) was imported last. Kedro's logging.yml only builds filters from modules allow-listed in
+# an environment variable, so they are attached here.
+for _package in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric"):
+    logging.getLogger(f"{_package}.utilities.rank_zero").addFilter(DropMessages(["💡 Tip:"]))
 
 from bert_pipeline.hooks import DaskClusterHooks, RunGuardHooks, TrackingHooks  # noqa: E402
 

@@ -26,6 +26,7 @@ from mlflow.models import ModelSignature
 from mlflow.types.schema import ColSpec, Schema
 
 import bert_pipeline
+from bert_pipeline.model.checkpoint import MODEL_CARD_FILE
 
 ARTIFACT = "model"
 REQUIREMENTS = ("torch", "tokenizers", "safetensors", "pandas", "numpy", "mlflow")
@@ -150,6 +151,11 @@ def log_bert_model(
         model_config=model_config,
         registered_model_name=registered_name or None,
     )
+    card = Path(folder) / MODEL_CARD_FILE
+    if registered_name and card.is_file():  # the registry's version page shows the card
+        mlflow.MlflowClient().update_model_version(
+            registered_name, str(info.registered_model_version), description=card.read_text()
+        )
     return {
         "model_uri": info.model_uri,
         "model_id": info.model_id,

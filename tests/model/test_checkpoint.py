@@ -22,6 +22,7 @@ from bert_pipeline.model.checkpoint import (
     model_to_checkpoint,
     read_checkpoint,
     save_pretrained,
+    write_checkpoint,
 )
 
 CFG = BertConfig.from_preset("tiny", vocab_size=97, max_position_embeddings=64)
@@ -85,6 +86,15 @@ def test_tokenizer_files_and_overwrite(tmp_path):
     (tmp_path / "ckpt" / "notes.md").write_text("mine")
     with pytest.raises(FileExistsError, match="notes.md"):
         save_pretrained(BertModel(CFG), tmp_path / "ckpt")
+
+
+def test_model_card_travels_as_readme(tmp_path):
+    checkpoint = model_to_checkpoint(BertModel(CFG)) | {"model_card": "# a card\n"}
+    write_checkpoint(checkpoint, tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / "README.md").read_text() == "# a card\n"
+    assert read_checkpoint(tmp_path / "ckpt")["model_card"] == "# a card\n"
+    write_checkpoint(model_to_checkpoint(BertModel(CFG)), tmp_path / "ckpt")  # a card is ours
+    assert "model_card" not in read_checkpoint(tmp_path / "ckpt")
 
 
 def test_bert_only_checkpoint_into_pretraining_reports_fresh_heads(tmp_path, caplog):

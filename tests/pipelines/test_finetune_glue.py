@@ -76,6 +76,8 @@ def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
     assert rte[0] == "index\tprediction" and len(rte) == 6
     assert {line.split("\t")[1] for line in rte[1:]} <= {"entailment", "not_entailment"}
     assert (data / "06_models" / "glue" / "stsb" / "model.safetensors").is_file()
+    card = (data / "06_models" / "glue" / "stsb" / "README.md").read_text()
+    assert "GLUE stsb" in card and "pearson" in card
 
     client = mlflow.MlflowClient(tracking_uri=mlflow_uri)
     experiment = client.get_experiment_by_name("bert_pipeline")

@@ -89,6 +89,10 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
     local = mlflow.artifacts.download_artifacts(
         artifact_uri="models:/bert-pretrained/1", dst_path=str(tmp_path / "dl")
     )
+    card = (model_dir / "README.md").read_text()
+    assert "## Training data" in card and "Masked-LM accuracy" in card
+    assert (Path(local) / "artifacts" / "model" / "README.md").read_text() == card
+    assert client.get_model_version("bert-pretrained", "1").description == card
     again = load_pretrained(Path(local) / "artifacts" / "model").eval()
     ids = torch.tensor([[2, 10, 11, 3, 12, 3]])
     with torch.no_grad():

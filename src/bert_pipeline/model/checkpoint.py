@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
+MODEL_CARD_FILE = "README.md"
 TOKENIZER_FILES = (
     "tokenizer.json",
     "vocab.txt",
@@ -53,9 +54,9 @@ TIED_KEYS = {
 }
 _ENCODER_ROOTS = ("embeddings.", "encoder.", "pooler.")
 
-Checkpoint = dict[
-    str, Any
-]  # {"config": dict, "state_dict": dict[str, Tensor], "tokenizer_files": dict[str, bytes]}
+# {"config": dict, "state_dict": dict[str, Tensor], "tokenizer_files": dict[str, bytes]}, and
+# optionally "model_card": str (README.md)
+Checkpoint = dict[str, Any]
 
 
 @dataclass
@@ -97,7 +98,10 @@ def read_checkpoint(directory: str | Path) -> Checkpoint:
         for name in TOKENIZER_FILES
         if (directory / name).is_file()
     }
-    return {"config": config, "state_dict": state_dict, "tokenizer_files": tokenizer_files}
+    checkpoint = {"config": config, "state_dict": state_dict, "tokenizer_files": tokenizer_files}
+    if (directory / MODEL_CARD_FILE).is_file():
+        checkpoint["model_card"] = (directory / MODEL_CARD_FILE).read_text(encoding="utf-8")
+    return checkpoint
 
 
 def check_weights(directory: str | Path) -> None:
@@ -120,7 +124,7 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
     """Write a checkpoint value as a folder, atomically (a sibling temp folder renamed in place)."""
     directory = Path(directory)
     if directory.is_dir():  # replaced as a whole: never take unrelated files with it
-        known = {CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, *TOKENIZER_FILES}
+        known = {CONFIG_FILE, SAFETENSORS_FILE, PYTORCH_FILE, MODEL_CARD_FILE, *TOKENIZER_FILES}
         others = sorted(p.name for p in directory.iterdir() if p.name not in known)
         if others:
             raise FileExistsError(
@@ -137,6 +141,8 @@ def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
             if Path(name).name != name:
                 raise ValueError(f"tokenizer file name {name!r} must be a plain file name")
             (tmp / name).write_bytes(data)
+        if checkpoint.get("model_card"):
+            (tmp / MODEL_CARD_FILE).write_text(checkpoint["model_card"], encoding="utf-8")
     return directory
 
 

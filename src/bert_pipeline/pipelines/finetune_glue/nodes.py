@@ -19,6 +19,7 @@ from bert_pipeline.glue.report import (
     summary_table,
 )
 from bert_pipeline.glue.tasks import get_task
+from bert_pipeline.model.card import glue_card
 from bert_pipeline.serving import log_checkpoint_model
 from bert_pipeline.training.core import child_run, log_frame_input
 
@@ -145,11 +146,15 @@ def finetune_glue_task(
             "trials": result.trials,
             "mlflow_run_id": run_id,
         }
+        name = _registered_name(params, task.name)
+        result.checkpoint["model_card"] = glue_card(
+            result.checkpoint["config"], task.name, record, source, registered_name=name
+        )
         if run_id is not None:
             record["mlflow_model"] = log_checkpoint_model(
                 result.checkpoint,
                 dev[["text_a", "text_b"]].head(2),
-                registered_name=_registered_name(params, task.name),
+                registered_name=name,
                 max_seq_length=config.max_seq_length,
             )
             _log_task_run(result, record)

@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
+from bert_pipeline.model.card import pretrained_card  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
 from bert_pipeline.serving import log_checkpoint_model  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
@@ -81,16 +82,33 @@ def pretrain_bert(
     return model_to_checkpoint(model, tokenizer), history, metrics
 
 
-def log_pretrained_model(checkpoint: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The exported model as a (registered) pyfunc model of the run; what was logged, for reports.
+def describe_pretrained_model(
+    checkpoint: dict[str, Any],
+    statistics: dict[str, Any],
+    metrics: dict[str, Any],
+    params: dict[str, Any],
+    mlflow_params: dict[str, Any],
+) -> str:
+    """The model card (README.md) of the exported folder."""
+    return pretrained_card(
+        checkpoint["config"],
+        statistics,
+        metrics,
+        params,
+        registered_name=mlflow_params.get("registered_model_name"),
+    )
 
-    Outside an MLflow run (tracking disabled) nothing is logged and the record says so.
-    """
+
+def log_pretrained_model(
+    checkpoint: dict[str, Any], card: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """The exported model and its card as a (registered) pyfunc model of the run; what was
+    logged, for the reports. Outside an MLflow run (tracking disabled) nothing is logged."""
     if active_run()[0] is None:
         logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
         return {"model_uri": None}
     return log_checkpoint_model(
-        checkpoint,
+        checkpoint | {"model_card": card},
         pd.DataFrame({"text_a": list(params["input_example"])}),
         registered_name=params.get("registered_model_name"),
         max_seq_length=int(params["max_seq_length"]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kedro.pipeline import Node, Pipeline
 
 from bert_pipeline.pipelines.pretrain_model.nodes import (
+    describe_pretrained_model,
     log_pretrained_model,
     plot_loss_curve,
     pretrain_bert,
@@ -22,8 +23,25 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=["training"],
             ),
             Node(
+                describe_pretrained_model,
+                inputs=[
+                    "pretrained_model",
+                    "pretrain_data_statistics",
+                    "pretrain_metrics",
+                    "params:pretrain_model",
+                    "params:pretrained_mlflow_model",
+                ],
+                outputs="pretrained_model_card",
+                name="describe_pretrained_model",
+                tags=["reporting"],
+            ),
+            Node(
                 log_pretrained_model,
-                inputs=["pretrained_model", "params:pretrained_mlflow_model"],
+                inputs=[
+                    "pretrained_model",
+                    "pretrained_model_card",
+                    "params:pretrained_mlflow_model",
+                ],
                 outputs="pretrained_model_mlflow",
                 name="log_pretrained_model",
                 tags=["tracking"],

@@ -1,0 +1,138 @@
+"""Model cards: the README.md of an exported BERT folder (and of its MLflow model).
+
+What a user of the folder needs without the project at hand: what was trained on what, with
+which settings, how well it did, what it is for, and how to load it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _architecture(config: Mapping[str, Any]) -> str:
+    return (
+        f"{config['num_hidden_layers']} layers, hidden size {config['hidden_size']}, "
+        f"{config['num_attention_heads']} attention heads, vocabulary {config['vocab_size']:,} "
+        f"WordPiece tokens, up to {config['max_position_embeddings']} positions"
+    )
+
+
+def _loading(registered_name: str | None, model_class: str) -> list[str]:
+    lines = [
+        "## How to load",
+        "",
+        "```python",
+        "import transformers  # Hugging Face transformers, from this folder",
+        f'model = transformers.{model_class}.from_pretrained("<this folder>")',
+        "from bert_pipeline.model import " + model_class + "  # or this project's model",
+        "from bert_pipeline.model.checkpoint import load_pretrained",
+        f'model = load_pretrained("<this folder>", {model_class})',
+    ]
+    if registered_name:
+        lines += [
+            "import mlflow  # or the registered MLflow model: a table of text_a (+ text_b) in",
+            f'model = mlflow.pyfunc.load_model("models:/{registered_name}/latest")',
+        ]
+    return [*lines, "```"]
+
+
+def pretrained_card(
+    config: Mapping[str, Any],
+    statistics: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    params: Mapping[str, Any],
+    registered_name: str | None = None,
+) -> str:
+    """The card of a pretrained BERT: data statistics, recipe, held-out MLM/NSP results."""
+    data = statistics.get("parameters") or {}
+    schedule, optimizer = params.get("schedule") or {}, params.get("optimizer") or {}
+    nsp = metrics.get("val/nsp_accuracy")
+    lines = [
+        "# BERT pretrained with bert_pipeline",
+        "",
+        f"A BERT encoder with masked-LM and next-sentence heads ({_architecture(config)}), "
+        "pretrained from scratch by `kedro run --pipeline pretrain` (bert_pipeline).",
+        "",
+        "## Training data",
+        "",
+        f"- {statistics['n_examples']:,} examples from {statistics['n_documents']:,} documents, "
+        f"{statistics['n_tokens']:,} tokens (mean length {statistics['mean_length']:.1f}, "
+        f"max_seq_length {data.get('max_seq_length')}); the source corpus is the MLflow run's "
+        "dataset input.",
+        f"- Masking: {statistics.get('masking')}, {data.get('masked_lm_prob')} of the tokens, at "
+        f"most {data.get('max_predictions_per_seq')} per example, dupe_factor "
+        f"{data.get('dupe_factor')}; next-sentence pairs: "
+        f"{'yes' if data.get('next_sentence', True) else 'no (MLM only)'} "
+        f"(is-next rate {statistics['is_next_rate']:.3f}).",
+        "",
+        "## Training",
+        "",
+        f"- {metrics.get('global_step')} steps of batch {params.get('batch_size')} on "
+        f"{metrics.get('world_size', 1)} device(s), {metrics.get('num_train_examples'):,} "
+        "training examples; AdamW lr "
+        f"{optimizer.get('lr')}, weight decay {optimizer.get('weight_decay')}, linear warmup over "
+        f"{schedule.get('warmup_steps')} steps then linear decay, seed {params.get('seed')}.",
+        "",
+        "## Results (held-out documents)",
+        "",
+        f"- Masked-LM accuracy {metrics['val/mlm_accuracy']:.4f}, loss "
+        f"{metrics['val/mlm_loss']:.3f} ({metrics.get('num_val_examples')} examples)"
+        + (f"; next-sentence accuracy {nsp:.4f}." if nsp is not None else "."),
+        "",
+        "## Intended use",
+        "",
+        "A starting point for fine-tuning (`kedro run --pipeline finetune_glue --params "
+        "glue_model_dir=<this folder>`) or for sentence embeddings. It has seen only the text "
+        "above: no safety or bias evaluation was done, and a small model pretrained on a small "
+        "budget is far below published BERT checkpoints.",
+        "",
+        *_loading(registered_name, "BertForPreTraining"),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def glue_card(
+    config: Mapping[str, Any],
+    task: str,
+    record: Mapping[str, Any],
+    source: str,
+    registered_name: str | None = None,
+) -> str:
+    """The card of a GLUE fine-tuned classifier: task, data sizes, chosen trial, dev metrics."""
+    best = record["best"]
+    metrics = "; ".join(
+        f"{split}: " + ", ".join(f"{name} {100 * value:.2f}" for name, value in values.items())
+        for split, values in record["dev_metrics"].items()
+    )
+    labels = list((config.get("id2label") or {}).values())
+    labels = labels if len(labels) > 1 else []  # one output: a regression (STS-B)
+    lines = [
+        f"# BERT fine-tuned on GLUE {task} with bert_pipeline",
+        "",
+        f"A sequence classifier ({_architecture(config)}) fine-tuned from {source} by "
+        f"`kedro run --pipeline finetune_glue` (bert_pipeline).",
+        "",
+        "## Training data",
+        "",
+        f"- GLUE {task}: {record['train_examples']:,} training examples, "
+        f"{record['dev_examples']:,} dev examples.",
+        "",
+        "## Training",
+        "",
+        f"- Best of {len(record['trials'])} trial(s) on dev: lr {best['learning_rate']:g}, seed "
+        f"{best['seed']}, epoch {best['best_epoch'] + 1}.",
+        "",
+        "## Results (dev, x100)",
+        "",
+        f"- {metrics}",
+        "",
+        "## Intended use",
+        "",
+        f"Research on GLUE {task}"
+        + (f" (labels: {', '.join(labels)})" if labels else " (a similarity score)")
+        + "; not evaluated for use on other text.",
+        "",
+        *_loading(registered_name, "BertForSequenceClassification"),
+    ]
+    return "\n".join(lines) + "\n"

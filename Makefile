@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup setup-test pretrain pretrain-budget finetune test lint viz mlflow-ui serve
+.PHONY: setup setup-test pretrain pretrain-budget finetune test lint viz mlflow-ui serve notebook
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml constraints.txt
 
 $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[test,hf]"
+	touch $@
+
+$(VENV)/.installed-notebook: $(VENV)/.installed
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[notebook]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -38,6 +42,10 @@ test: setup-test
 lint: setup-test
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+
+# Jupyter Lab on notebooks/ (tour.ipynb), with the project's catalog and MLflow store loaded.
+notebook: $(VENV)/.installed-notebook
+	$(BIN)/kedro jupyter lab
 
 viz: setup
 	$(BIN)/kedro viz run

@@ -165,7 +165,10 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
         assert "pretraining_examples" in inputs
         models = _post(f"{base}/logged-models/search", {"experiment_ids": [experiment_id]})
         sources = {m["info"]["source_run_id"] for m in models["models"]}
-        assert sources == {r["info"]["run_id"] for r in finished}
+        pretraining = {
+            r["info"]["run_id"] for r in finished if "val/mlm_loss" in str(r["data"]["metrics"])
+        }
+        assert pretraining and pretraining <= sources
     finally:
         _stop(server)
 
@@ -273,3 +276,39 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     preset = budget["pretrain_model"]["model"]["preset"]
     assert model.config.num_hidden_layers == PRESETS[preset][0]
     assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here
+
+
+def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):
+    """notebooks/tour.ipynb (`make notebook`), executed headless on the tiny run plus GLUE."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    root, env, params = pretrained
+    glue = {
+        "data_dir": params["data_dir"],
+        "finetune_glue.data.max_train_examples": 32,
+        "finetune_glue.defaults.epochs": 1,
+        "finetune_glue.defaults.max_seq_length": 32,
+        "finetune_glue.defaults.progress_bar": "false",
+    }
+    _kedro(["run", "--pipeline", "finetune_glue"], project_root, env, glue)
+    notebook = nbformat.read(project_root / "notebooks" / "tour.ipynb", as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert not any(c.outputs or c.execution_count for c in code), "commit notebooks without outputs"
+    assert 'data_dir = "data"' in code[0].source
+    code[0].source = code[0].source.replace('"data"', repr(str(params["data_dir"])))
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_ARTIFACT_LOCATION"):
+        monkeypatch.setenv(key, env[key])  # the kernel inherits them
+    client = nbclient.NotebookClient(
+        notebook, timeout=300, resources={"metadata": {"path": str(project_root / "notebooks")}}
+    )
+    client.execute()
+    texts = [
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+        for c in code
+        for o in c.outputs
+    ]
+    everything = "\n".join(texts)
+    assert "IsNext" in everything and "[MASK](" in everything  # decoded examples with their masks
+    assert "GLUE average" in everything and "score" in everything  # summary, a classification
+    assert "WARNING" not in everything and "Traceback" not in everything
+    assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)  # the plots

@@ -45,7 +45,7 @@ lint: setup-test
 
 # Jupyter Lab on notebooks/ (tour.ipynb), with the project's catalog and MLflow store loaded.
 notebook: $(VENV)/.installed-notebook
-	$(BIN)/kedro jupyter lab
+	$(BIN)/kedro jupyter lab $(ARGS)
 
 viz: setup
 	$(BIN)/kedro viz run

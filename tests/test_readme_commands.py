@@ -312,3 +312,19 @@ def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, mo
     assert "GLUE average" in everything and "score" in everything  # summary, a classification
     assert "WARNING" not in everything and "Traceback" not in everything
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)  # the plots
+
+
+def test_make_notebook_starts_jupyter_lab_with_the_kedro_kernel(tmp_path, project_root):
+    """`make notebook`'s `kedro jupyter lab`: the server answers with the project's kernel."""
+    pytest.importorskip("jupyterlab")
+    port = _free_port()
+    command = [str(BIN / "kedro"), "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1"]
+    command += ["--port", str(port), "--IdentityProvider.token="]
+    command += ["--allow-root"] if os.geteuid() == 0 else []  # Jupyter refuses root otherwise
+    url = f"http://127.0.0.1:{port}/api/kernelspecs"
+    server, specs = _serve(command, url, project_root, _env(tmp_path))
+    try:
+        assert specs["default"] == "kedro_bert_pipeline"
+        assert "kedro_bert_pipeline" in specs["kernelspecs"]
+    finally:
+        _stop(server)

@@ -171,3 +171,23 @@ def test_hf_dataset_is_read_in_partitions(tmp_path: Path, streaming: bool, monke
     assert docs["text"].tolist() == [f"Doc {k}-{i}. Yes." for k in range(3) for i in range(4)]
     ids = ["parquet/train:1:0", "parquet/train:1:1"] if streaming else ["parquet/train:4"]
     assert set(ids) <= set(docs["doc_id"]) and docs["doc_id"].is_unique
+
+
+def test_a_failed_validation_names_the_check_without_dumping_documents():
+    from bert_pipeline.schemas.pretraining import validate_frame
+
+    long_text = "word " * 20_000
+    frame = pd.DataFrame(
+        {
+            "doc_id": ["a", "a"],
+            "source": ["f.txt", "f.txt"],
+            "text": [long_text, long_text],
+            "layout": ["prose", "poem"],
+        }
+    )
+    with pytest.raises(ValueError) as info:
+        validate_frame(DocumentsSchema, frame, "partition 3")
+    message = str(info.value)
+    assert message.startswith("partition 3: DocumentsSchema failed")
+    assert "layout" in message and "doc_id" in message and "poem" in message
+    assert len(message) < 1000  # a few cases cut to 80 characters, never the documents

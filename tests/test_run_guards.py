@@ -92,6 +92,15 @@ def test_bad_parameters_stop_the_run_before_the_first_node(
     assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
 
 
+def test_from_nodes_without_the_earlier_outputs_is_refused_before_any_node(
+    tmp_path, project_root, mlflow_uri
+):
+    with _session(project_root, {"data_dir": str(tmp_path / "data")}) as session:
+        with pytest.raises(FileNotFoundError, match=r"read pretrain_documents \(.*\), pretrain_s"):
+            session.run(pipeline_names=["pretrain_data"], from_nodes=["build_tokenizer"])
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [".run.lock"]
+
+
 def test_missing_glue_model_is_named_before_the_first_node(tmp_path, project_root, mlflow_uri):
     runtime = {"data_dir": str(tmp_path / "data"), "glue_model_dir": str(tmp_path / "none")}
     with _session(project_root, runtime) as session:

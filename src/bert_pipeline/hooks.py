@@ -208,13 +208,39 @@ def check_run(pipeline, catalog, env: str | None) -> None:
     for name, hint in MODEL_INPUTS.items():
         if name not in inputs:
             continue
-        path = catalog.get(name)._describe().get("path", "?")
+        path = _where(catalog, name)
         if not catalog.exists(name):
             raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")
         try:
             check_weights(path)
         except ValueError as exc:
             raise ValueError(f"{name} ({hint}): {exc}") from None
+    check_free_inputs(inputs - set(MODEL_INPUTS), catalog)
+
+
+def _where(catalog, name: str) -> str:
+    described = catalog.get(name)._describe()
+    return str(described.get("path") or described.get("filepath") or "?")
+
+
+def check_free_inputs(names: set[str], catalog) -> None:
+    """Every other dataset the selected nodes read without making it exists now (a run started
+    with --from-nodes would otherwise fail when it first loads one, after the nodes before)."""
+    from kedro.io import AbstractDataset
+
+    missing = []
+    for name in sorted(n for n in names if not n.startswith("params:") and n != "parameters"):
+        dataset = catalog.get(name)
+        if dataset is None or type(dataset)._exists is AbstractDataset._exists:
+            continue  # a dataset that cannot tell (the corpus reader): its node reports it
+        if not catalog.exists(name):
+            missing.append(f"{name} ({_where(catalog, name)})")
+    if missing:
+        raise FileNotFoundError(
+            f"the selected nodes read {', '.join(missing)}, which no selected node makes and "
+            "which do not exist; run the nodes that make them first (start earlier with "
+            "--from-nodes, or the whole pipeline)"
+        )
 
 
 class DaskClusterHooks:

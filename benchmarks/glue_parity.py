@@ -107,9 +107,10 @@ def step_check(args: argparse.Namespace) -> dict:
         build_classifier,
         tokenizer_from_checkpoint,
     )
-    from bert_pipeline.glue.module import GlueModule, TrialParams
+    from bert_pipeline.glue.module import GlueModule
     from bert_pipeline.model.checkpoint import read_checkpoint
     from bert_pipeline.training.core import build_trainer
+    from bert_pipeline.training.finetune import TrialParams
 
     torch.set_num_threads(args.threads)
     task, train, _ = load_tables(

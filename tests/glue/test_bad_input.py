@@ -5,11 +5,6 @@ from __future__ import annotations
 import pytest
 from kedro.io.core import DatasetError
 
-from bert_pipeline.glue.finetune import (
-    CheckpointMismatchError,
-    check_checkpoint,
-    tokenizer_from_checkpoint,
-)
 from bert_pipeline.glue.loading import (
     GlueDataError,
     load_glue_tsv_task,
@@ -20,6 +15,11 @@ from bert_pipeline.glue.tasks import UnknownTaskError, get_task
 from bert_pipeline.io.glue_dataset import GlueRawDataset
 from bert_pipeline.pipelines.finetune_glue.nodes import task_config
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
+from bert_pipeline.training.finetune import (
+    CheckpointMismatchError,
+    check_checkpoint,
+    tokenizer_from_checkpoint,
+)
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet
 
 

@@ -11,9 +11,15 @@ from bert_pipeline.model import (
     BertConfig,
     BertForPreTraining,
     BertForSequenceClassification,
+    BertForTokenClassification,
     BertModel,
 )
-from bert_pipeline.model.checkpoint import load_pretrained, save_pretrained
+from bert_pipeline.model.checkpoint import (
+    load_pretrained,
+    model_to_checkpoint,
+    save_pretrained,
+    write_checkpoint,
+)
 
 transformers = pytest.importorskip("transformers")
 
@@ -106,6 +112,26 @@ def test_sequence_classification_matches_hf(num_labels):
         ref = hf(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=labels)
     torch.testing.assert_close(logits, ref.logits, atol=ATOL, rtol=0)
     torch.testing.assert_close(loss, ref.loss, atol=ATOL, rtol=0)
+
+
+def test_token_classification_matches_hf_and_exports(tmp_path):
+    torch.manual_seed(4)
+    ours = BertForTokenClassification(CONFIGS["odd"], num_labels=5).eval()
+    hf = hf_twin(ours, transformers.BertForTokenClassification, num_labels=5)
+    ids, tt, am = batch(ours.config)
+    labels = torch.randint(0, 5, ids.shape)
+    labels[:, ::3] = -100  # later sub-tokens and special tokens are ignored
+    with torch.no_grad():
+        loss, logits = ours(ids, tt, am, labels)
+        ref = hf(input_ids=ids, token_type_ids=tt, attention_mask=am, labels=labels)
+    torch.testing.assert_close(logits, ref.logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(loss, ref.loss, atol=ATOL, rtol=0)
+    write_checkpoint(model_to_checkpoint(ours, labels=list("OABCD")), tmp_path / "ner")
+    loaded, info = transformers.BertForTokenClassification.from_pretrained(
+        tmp_path / "ner", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert loaded.config.id2label[1] == "A"
 
 
 def test_export_loads_in_hf_without_missing_weights(tmp_path, caplog):

@@ -2,14 +2,14 @@
 
 As in the BERT paper: every (lr, seed) trial trains all weights for `epochs` epochs; the trial
 and epoch with the best dev score win (score = the task's metrics averaged, MNLI m/mm
-averaged). No Kedro here; MLflow is used only when a run id is given.
+averaged). The grid, optimizer and Trainer are `bert_pipeline.training.finetune`'s. No Kedro
+here; MLflow is used only when a run id is given.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
@@ -17,70 +17,20 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
-from bert_pipeline.data.tokenizer import tokenizer_from_files
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.module import GlueDataModule, GlueModule, TrialParams, sequential_loader
+from bert_pipeline.glue.module import GlueDataModule, GlueModule, sequential_loader
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
-from bert_pipeline.model.checkpoint import model_from_checkpoint, model_to_checkpoint
-from bert_pipeline.training.config import ConfigError, DeviceParams, parse_params
-from bert_pipeline.training.core import build_trainer, mlflow_logger
-
-logger = logging.getLogger(__name__)
-
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
-
-
-class CheckpointMismatchError(ValueError):
-    """The checkpoint, its config.json and the tokenizer disagree."""
-
-
-@dataclass
-class FinetuneConfig(DeviceParams):
-    """Hyperparameters of one task (paper defaults: batch 32, 3 epochs, lr in {5,4,3,2}e-5)."""
-
-    learning_rates: list[float] = field(default_factory=lambda: [2e-5])
-    seeds: list[int] = field(default_factory=lambda: [42])
-    batch_size: int = 32
-    eval_batch_size: int = 128
-    epochs: int = 3
-    warmup_proportion: float = 0.1
-    weight_decay: float = 0.01
-    max_seq_length: int = 128
-    lowercase: bool = True
-    log_every_n_steps: int = 10
-    deterministic: Any = True
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
-        """Typed and checked; errors name the parameter as `<where>.<key>`."""
-        return parse_params(cls, params, where)
-
-    def check(self, root: str) -> None:
-        self.check_devices(root)
-        for name in ("learning_rates", "seeds"):
-            if not getattr(self, name):
-                raise ConfigError(f"parameter {root}.{name} must be a non-empty list")
-        for name in (
-            "batch_size",
-            "eval_batch_size",
-            "epochs",
-            "max_seq_length",
-            "log_every_n_steps",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(
-                    f"parameter {root}.{name} must be >= 1, got {getattr(self, name)}"
-                )
-        if not 0 <= self.warmup_proportion < 1:
-            raise ConfigError(f"parameter {root}.warmup_proportion must be in [0, 1)")
-        if self.devices != 1 or self.num_nodes != 1:
-            raise ConfigError(f"parameter {root}.devices / num_nodes: a task trains on one device")
-        if min(self.learning_rates) <= 0 or self.weight_decay < 0:
-            raise ConfigError(
-                f"parameter {root}.learning_rates must be > 0 and weight_decay >= 0, got "
-                f"{self.learning_rates} and {self.weight_decay}"
-            )
+from bert_pipeline.model.checkpoint import model_to_checkpoint
+from bert_pipeline.training.finetune import (
+    FinetuneConfig,
+    TrialParams,
+    best_summary,
+    check_checkpoint,
+    run_grid,
+    tokenizer_from_checkpoint,
+    with_new_head,
+)
 
 
 @dataclass
@@ -93,71 +43,11 @@ class FinetuneResult:
     test_predictions: pd.DataFrame
 
 
-def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool) -> Tokenizer:
-    """The tokenizer stored in a checkpoint's folder (tokenizer.json, else vocab.txt)."""
-    files = checkpoint.get("tokenizer_files") or {}
-    if not files:
-        raise CheckpointMismatchError(
-            f"{source}: no tokenizer.json or vocab.txt beside the weights; export the model with "
-            "its tokenizer files"
-        )
-    return tokenizer_from_files(files, lowercase, source)
-
-
-def check_checkpoint(checkpoint: Mapping, tokenizer: Tokenizer, source: str) -> None:
-    """Fails early, naming the parameter, when weights, config.json and tokenizer disagree."""
-    config = checkpoint["config"]
-    for key in ("vocab_size", "hidden_size"):
-        if key not in config:
-            raise CheckpointMismatchError(f"{source}: config.json has no {key!r}")
-    embedding = next(
-        (v for k, v in checkpoint["state_dict"].items() if k.endswith(WORD_EMBEDDINGS)), None
-    )
-    if embedding is None:
-        raise CheckpointMismatchError(f"{source}: the weights have no {WORD_EMBEDDINGS}")
-    expected = (config["vocab_size"], config["hidden_size"])
-    if tuple(embedding.shape) != expected:
-        raise CheckpointMismatchError(
-            f"{source}: {WORD_EMBEDDINGS} has shape {tuple(embedding.shape)} but config.json says "
-            f"vocab_size={expected[0]}, hidden_size={expected[1]}"
-        )
-    if tokenizer.get_vocab_size() > config["vocab_size"]:  # a padded embedding table is fine
-        raise CheckpointMismatchError(
-            f"{source}: the tokenizer has {tokenizer.get_vocab_size()} tokens but config.json "
-            f"vocab_size={config['vocab_size']}"
-        )
-
-
 def build_classifier(
     checkpoint: Mapping, task: GlueTask, source: str, seed: int | None = None
 ) -> BertForSequenceClassification:
-    """The encoder from the checkpoint plus a fresh task head (any old head is dropped).
-
-    With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
-    whatever the encoder's init drew first), as transformers initializes a missing head after
-    `set_seed(seed)`: the same seed gives the same head on both sides.
-    """
-    encoder_only = {
-        **checkpoint,
-        "state_dict": {
-            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("classifier.")
-        },
-    }
-    config = {k: v for k, v in checkpoint["config"].items() if k not in ("id2label", "label2id")}
-    encoder_only["config"] = config
-    try:
-        model = model_from_checkpoint(
-            encoder_only, BertForSequenceClassification, num_labels=task.num_labels, source=source
-        )
-    except ValueError as exc:
-        raise CheckpointMismatchError(str(exc)) from exc
-    if seed is not None:
-        generator = torch.Generator().manual_seed(seed)
-        std = config.get("initializer_range", 0.02)
-        with torch.no_grad():
-            model.classifier.weight.normal_(0.0, std, generator=generator)
-            model.classifier.bias.zero_()
-    return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
+    """The encoder from the checkpoint plus a fresh task head seeded by `seed`."""
+    return with_new_head(checkpoint, BertForSequenceClassification, task.num_labels, source, seed)
 
 
 @torch.no_grad()
@@ -211,13 +101,7 @@ def finetune_task(
     if len(train) == 0:
         raise ValueError(f"task {task.name}: the train split is empty")
     tokenizer = tokenizer_from_checkpoint(checkpoint, source, config.lowercase)
-    check_checkpoint(checkpoint, tokenizer, source)
-    max_positions = checkpoint["config"].get("max_position_embeddings", 512)
-    if config.max_seq_length > max_positions:
-        raise ValueError(
-            f"max_seq_length={config.max_seq_length} exceeds the model's "
-            f"max_position_embeddings={max_positions} ({source})"
-        )
+    check_checkpoint(checkpoint, tokenizer, source, config.max_seq_length)
     dev_names = [s for s in task.dev_splits if (dev["split"] == s).any()]
     missing = sorted(set(task.dev_splits) - set(dev_names))
     if missing:
@@ -228,67 +112,37 @@ def finetune_task(
     dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
     test_features = encode(task, tokenizer, test, length)
 
-    trials, best = [], None
-    for lr in config.learning_rates:
-        for seed in config.seeds:
-            trial = TrialParams(lr, seed, config.weight_decay, config.warmup_proportion)
-            model = build_classifier(checkpoint, task, source, seed)
-            pl.seed_everything(seed, workers=True, verbose=False)  # dropout, as Trainer(seed=)
-            module = GlueModule(model, task, dev_names, trial)
-            data = GlueDataModule(
-                train_features,
-                dev_features,
-                test_features,
-                config.batch_size,
-                config.eval_batch_size,
-                seed,
-            )
-            trainer = build_trainer(
-                config,
-                loggers=mlflow_logger(mlflow_run_id, prefix=trial.name),
-                max_epochs=config.epochs,
-                log_every_n_steps=config.log_every_n_steps,
-            )
-            trainer.fit(module, datamodule=data)
-            record = {
-                "learning_rate": float(lr),
-                "seed": int(seed),
-                "best_epoch": module.best_epoch,
-                "best_score": module.best_score,
-                "history": module.history,
-            }
-            trials.append(record)
-            logger.info(
-                "%s lr=%g seed=%d: best dev score %.4f at epoch %d",
-                task.name,
-                lr,
-                seed,
-                module.best_score,
-                module.best_epoch,
-            )
-            if best is None or module.best_score > best[0]["best_score"]:
-                best = (record, module, trainer, data)
-    assert best is not None
-    best_trial, module, trainer, data = best
-    module.model.load_state_dict(module.best_state)
-    dev_metrics = best_trial["history"][best_trial["best_epoch"]]["metrics"]
+    def build(trial: TrialParams) -> tuple[GlueModule, GlueDataModule]:
+        model = build_classifier(checkpoint, task, source, trial.seed)
+        data = GlueDataModule(
+            train_features,
+            dev_features,
+            test_features,
+            config.batch_size,
+            config.eval_batch_size,
+            trial.seed,
+        )
+        return GlueModule(model, task, dev_names, trial), data
+
+    grid = run_grid(task.name, config, build, mlflow_run_id=mlflow_run_id)
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
         _prediction_frame(task, f, preds)
-        for f, preds in zip(dev_frames, module.best_predictions, strict=True)
+        for f, preds in zip(dev_frames, grid.module.best_predictions, strict=True)
     ]
-    test_preds = _prediction_frame(task, test, _predict_test(trainer, module, data, task))
+    test_preds = _prediction_frame(
+        task, test, _predict_test(grid.trainer, grid.module, grid.data, task)
+    )
     out = model_to_checkpoint(
-        module.model,
+        grid.module.model,
         checkpoint.get("tokenizer_files"),
         labels=None if task.is_regression else task.labels,
         finetuning_task=task.name,
     )
-    best_keys = ("learning_rate", "seed", "best_epoch", "best_score")
     return FinetuneResult(
         checkpoint=out,
-        dev_metrics=dev_metrics,
-        best={k: best_trial[k] for k in best_keys},
-        trials=trials,
+        dev_metrics=grid.dev_metrics,
+        best=best_summary(grid),
+        trials=grid.trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,
     )

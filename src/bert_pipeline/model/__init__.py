@@ -3,6 +3,7 @@
 from bert_pipeline.model.bert import (
     BertForPreTraining,
     BertForSequenceClassification,
+    BertForTokenClassification,
     BertModel,
     BertPreTrainingOutput,
     num_parameters,
@@ -14,6 +15,7 @@ __all__ = [
     "BertConfig",
     "BertForPreTraining",
     "BertForSequenceClassification",
+    "BertForTokenClassification",
     "BertModel",
     "BertPreTrainingOutput",
     "num_parameters",

@@ -209,15 +209,16 @@ class BertModel(BertPreTrainedModel):
     """The bidirectional encoder: returns (sequence_output [B, T, H], pooled_output [B, H]).
 
     ``output_rows`` [B, K] (first column 0, the [CLS] the pooler reads) returns only those
-    positions, sequence_output [B, K, H], at a lower cost; see ``BertEncoder``.
+    positions, sequence_output [B, K, H], at a lower cost; see ``BertEncoder``. Without a
+    pooler (token classification, as HF's) pooled_output is None.
     """
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(self._init_weights)
 
     def forward(
@@ -226,12 +227,12 @@ class BertModel(BertPreTrainedModel):
         token_type_ids: Tensor | None = None,
         attention_mask: Tensor | None = None,
         output_rows: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor | None]:
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         x = self.embeddings(input_ids, token_type_ids)
         x = self.encoder(x, extended_attention_mask(attention_mask), output_rows)
-        return x, self.pooler(x)
+        return x, None if self.pooler is None else self.pooler(x)
 
 
 # ---------------------------------------------------------------------------- pre-training
@@ -344,8 +345,10 @@ class BertForPreTraining(BertPreTrainedModel):
 # ---------------------------------------------------------------------------- fine-tuning
 
 
-class BertForSequenceClassification(BertPreTrainedModel):
-    """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE."""
+class BertClassifierBase(BertPreTrainedModel):
+    """The encoder plus dropout and one new linear layer (`classifier`), HF's names and init."""
+
+    pooled = True  # classify the pooled [CLS] (sequence) or every token (no pooler, as HF)
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()
@@ -353,11 +356,15 @@ class BertForSequenceClassification(BertPreTrainedModel):
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels = num_labels
-        self.bert = BertModel(config)
+        self.bert = BertModel(config, add_pooling_layer=self.pooled)
         p = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.apply(self._init_weights)
+
+
+class BertForSequenceClassification(BertClassifierBase):
+    """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE."""
 
     def forward(
         self,
@@ -376,6 +383,28 @@ class BertForSequenceClassification(BertPreTrainedModel):
                 loss = F.cross_entropy(logits.float(), labels.view(-1))
         return loss, logits
 
+
+class BertForTokenClassification(BertClassifierBase):
+    """sequence_output -> dropout -> linear per token; labels -100 are ignored (later sub-tokens,
+    [CLS], [SEP], padding), so only each word's first sub-token is trained, as in the paper."""
+
+    pooled = False
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+    ) -> tuple[Tensor | None, Tensor]:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        logits = self.classifier(self.dropout(sequence_output))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100
+            )
+        return loss, logits
 
 def num_parameters(model: nn.Module) -> int:
     """Distinct parameters (tied weights counted once)."""

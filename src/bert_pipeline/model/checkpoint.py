@@ -32,10 +32,17 @@ from torch import nn
 
 from bert_pipeline.data.tokenizer import tokenizer_files
 from bert_pipeline.fsutil import atomic_directory
-from bert_pipeline.model.bert import BertForPreTraining, BertForSequenceClassification, BertModel
+from bert_pipeline.model.bert import (
+    BertForPreTraining,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
 from bert_pipeline.model.config import BertConfig
 
 logger = logging.getLogger(__name__)
+
+CLASSIFIERS = (BertForSequenceClassification, BertForTokenClassification)
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -170,7 +177,7 @@ def tokenizer_files_from(source: TokenizerSource) -> dict:
 
 
 def _architecture(model: nn.Module) -> str:
-    for cls in (BertForPreTraining, BertForSequenceClassification, BertModel):
+    for cls in (BertForPreTraining, *CLASSIFIERS, BertModel):
         if isinstance(model, cls):
             return cls.__name__
     raise TypeError(f"cannot export a {type(model).__name__}; expected one of our BERT models")
@@ -190,7 +197,7 @@ def model_to_checkpoint(
     """
     config = model.config.to_dict()
     config["architectures"] = [_architecture(model)]
-    if isinstance(model, BertForSequenceClassification):
+    if isinstance(model, CLASSIFIERS):
         names = list(labels) if labels else [f"LABEL_{i}" for i in range(model.num_labels)]
         if len(names) != model.num_labels:
             raise ValueError(f"{len(names)} label names for a {model.num_labels}-way classifier")
@@ -227,6 +234,11 @@ def _normalise_keys(
     return out, renamed
 
 
+def _has_pooler(model: nn.Module) -> bool:
+    encoder = model if isinstance(model, BertModel) else getattr(model, "bert", None)
+    return getattr(encoder, "pooler", None) is not None
+
+
 def model_from_checkpoint(
     checkpoint: Checkpoint,
     model_cls: type[nn.Module] = BertForPreTraining,
@@ -237,12 +249,12 @@ def model_from_checkpoint(
 ):
     """Build ``model_cls`` from a checkpoint value; ``overrides`` change config fields (dropout...).
 
-    For ``BertForSequenceClassification`` pass ``num_labels`` (default: from ``id2label`` in the
+    For a classifier (sequence or token) pass ``num_labels`` (default: from ``id2label`` in the
     config, else 2). Returns the model in eval mode, or ``(model, LoadingInfo)`` with
     ``output_loading_info``.
     """
     kwargs = {}
-    if model_cls is BertForSequenceClassification:
+    if model_cls in CLASSIFIERS:
         id2label = checkpoint["config"].get("id2label")
         kwargs["num_labels"] = overrides.pop("num_labels", len(id2label) if id2label else 2)
     unknown = set(overrides) - {f.name for f in dataclasses.fields(BertConfig)}
@@ -267,7 +279,9 @@ def model_from_checkpoint(
     result = model.load_state_dict(state_dict, strict=False)
     info = LoadingInfo(  # a tied copy is reported under its source's name, if at all
         missing_keys=[k for k in result.missing_keys if k not in TIED_KEYS],
-        unexpected_keys=list(result.unexpected_keys),
+        unexpected_keys=[  # a pooler is expected to go unused by a model without one (HF too)
+            k for k in result.unexpected_keys if not ("pooler." in k and not _has_pooler(model))
+        ],
         renamed_keys=renamed,
     )
     if info.missing_keys:

@@ -1,0 +1,330 @@
+"""What every fine-tuning task shares (GLUE, NER, the feature-based tagger).
+
+The paper's recipe: an (lr x seed) grid of trials, each trains for `epochs` epochs with the
+shared AdamW + warmup/linear-decay schedule and Trainer; every dev pass is scored and the trial
+and epoch with the best dev score win. A task supplies its model, data and metrics.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from bert_pipeline.data.tokenizer import tokenizer_from_files
+from bert_pipeline.model.checkpoint import model_from_checkpoint
+from bert_pipeline.training.config import ConfigError, DeviceParams, OptimizerParams, parse_params
+from bert_pipeline.training.core import build_trainer, configure_adamw, mlflow_logger
+
+logger = logging.getLogger(__name__)
+
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint, its config.json and the tokenizer disagree."""
+
+
+@dataclass
+class FinetuneConfig(DeviceParams):
+    """Hyperparameters of one task (paper defaults: batch 32, 3 epochs, lr in {5,4,3,2}e-5)."""
+
+    learning_rates: list[float] = field(default_factory=lambda: [2e-5])
+    seeds: list[int] = field(default_factory=lambda: [42])
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    epochs: int = 3
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    max_seq_length: int = 128
+    lowercase: bool = True
+    log_every_n_steps: int = 10
+    deterministic: Any = True
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
+        """Typed and checked; errors name the parameter as `<where>.<key>`."""
+        return parse_params(cls, params, where)
+
+    def check(self, root: str) -> None:
+        self.check_devices(root)
+        for name in ("learning_rates", "seeds"):
+            if not getattr(self, name):
+                raise ConfigError(f"parameter {root}.{name} must be a non-empty list")
+        for name in (
+            "batch_size",
+            "eval_batch_size",
+            "epochs",
+            "max_seq_length",
+            "log_every_n_steps",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(
+                    f"parameter {root}.{name} must be >= 1, got {getattr(self, name)}"
+                )
+        if not 0 <= self.warmup_proportion < 1:
+            raise ConfigError(f"parameter {root}.warmup_proportion must be in [0, 1)")
+        if self.devices != 1 or self.num_nodes != 1:
+            raise ConfigError(f"parameter {root}.devices / num_nodes: a task trains on one device")
+        if min(self.learning_rates) <= 0 or self.weight_decay < 0:
+            raise ConfigError(
+                f"parameter {root}.learning_rates must be > 0 and weight_decay >= 0, got "
+                f"{self.learning_rates} and {self.weight_decay}"
+            )
+
+
+@dataclass
+class TrialParams:
+    """One trial of the lr x seed grid; the total step count comes from the Trainer."""
+
+    learning_rate: float
+    seed: int
+    weight_decay: float = 0.01
+    warmup_proportion: float = 0.1
+    tag: str = ""  # a further grid axis of the task (the feature-based tagger's layer choice)
+
+    @property
+    def name(self) -> str:
+        """Prefix of the trial's metrics in the task's MLflow run."""
+        prefix = f"{self.tag}_" if self.tag else ""
+        return f"{prefix}lr_{self.learning_rate:g}_seed_{self.seed}"
+
+
+# ---------------------------------------------------------------------------- checkpoints
+
+
+def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool) -> Tokenizer:
+    """The tokenizer stored in a checkpoint's folder (tokenizer.json, else vocab.txt)."""
+    files = checkpoint.get("tokenizer_files") or {}
+    if not files:
+        raise CheckpointMismatchError(
+            f"{source}: no tokenizer.json or vocab.txt beside the weights; export the model with "
+            "its tokenizer files"
+        )
+    return tokenizer_from_files(files, lowercase, source)
+
+
+def check_checkpoint(
+    checkpoint: Mapping, tokenizer: Tokenizer, source: str, max_seq_length: int | None = None
+) -> None:
+    """Fails early, naming the parameter, when weights, config.json and tokenizer disagree."""
+    config = checkpoint["config"]
+    for key in ("vocab_size", "hidden_size"):
+        if key not in config:
+            raise CheckpointMismatchError(f"{source}: config.json has no {key!r}")
+    embedding = next(
+        (v for k, v in checkpoint["state_dict"].items() if k.endswith(WORD_EMBEDDINGS)), None
+    )
+    if embedding is None:
+        raise CheckpointMismatchError(f"{source}: the weights have no {WORD_EMBEDDINGS}")
+    expected = (config["vocab_size"], config["hidden_size"])
+    if tuple(embedding.shape) != expected:
+        raise CheckpointMismatchError(
+            f"{source}: {WORD_EMBEDDINGS} has shape {tuple(embedding.shape)} but config.json says "
+            f"vocab_size={expected[0]}, hidden_size={expected[1]}"
+        )
+    if tokenizer.get_vocab_size() > config["vocab_size"]:  # a padded embedding table is fine
+        raise CheckpointMismatchError(
+            f"{source}: the tokenizer has {tokenizer.get_vocab_size()} tokens but config.json "
+            f"vocab_size={config['vocab_size']}"
+        )
+    max_positions = config.get("max_position_embeddings", 512)
+    if max_seq_length is not None and max_seq_length > max_positions:
+        raise ValueError(
+            f"max_seq_length={max_seq_length} exceeds the model's "
+            f"max_position_embeddings={max_positions} ({source})"
+        )
+
+
+def with_new_head(
+    checkpoint: Mapping, model_cls: type[nn.Module], num_labels: int, source: str, seed: int | None
+) -> nn.Module:
+    """The encoder from the checkpoint plus a fresh `classifier` head (any old head is dropped).
+
+    With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
+    whatever the encoder's init drew first), as transformers initializes a missing head after
+    `set_seed(seed)`: the same seed gives the same head on both sides.
+    """
+    encoder_only = {
+        **checkpoint,
+        "state_dict": {
+            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("classifier.")
+        },
+    }
+    config = {k: v for k, v in checkpoint["config"].items() if k not in ("id2label", "label2id")}
+    encoder_only["config"] = config
+    try:
+        model = model_from_checkpoint(encoder_only, model_cls, num_labels=num_labels, source=source)
+    except ValueError as exc:
+        raise CheckpointMismatchError(str(exc)) from exc
+    if seed is not None:
+        generator = torch.Generator().manual_seed(seed)
+        std = config.get("initializer_range", 0.02)
+        with torch.no_grad():
+            model.classifier.weight.normal_(0.0, std, generator=generator)
+            model.classifier.bias.zero_()
+    return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
+
+
+# ---------------------------------------------------------------------------- one trial
+
+
+class FinetuneModule(pl.LightningModule):
+    """One trial: trains `model` with the shared optimizer and schedule; after every dev pass
+    records the dev metrics and keeps the best epoch's weights and dev predictions.
+
+    A task says how a batch becomes a loss (`loss`), what a dev batch yields (`outputs`) and
+    how a dev split's outputs become (metrics, predictions) (`evaluate`) and the metrics a
+    score (`score`). `dev_names` name the val dataloaders, in order.
+    """
+
+    def __init__(self, model: nn.Module, trial: TrialParams, dev_names: list[str]):
+        super().__init__()
+        self.save_hyperparameters({"dev_names": list(dev_names), **dataclasses.asdict(trial)})
+        self.model = model
+        self.trial = trial
+        self.history: list[dict] = []
+        self.best_score = float("-inf")
+        self.best_epoch = -1
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_predictions: list[Any] = []  # per dev split, of the best epoch
+        self._outputs: dict[int, list] = {}
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def outputs(self, batch: dict[str, torch.Tensor]) -> Any:
+        raise NotImplementedError
+
+    def evaluate(self, split: int, outputs: list) -> tuple[dict[str, float], Any]:
+        raise NotImplementedError
+
+    def score(self, metrics: dict[str, dict[str, float]]) -> float:
+        """The selection score of a dev pass from each split's metrics."""
+        raise NotImplementedError
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.loss(batch)
+        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._outputs = {}
+
+    def validation_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._outputs.setdefault(dataloader_idx, []).append(self.outputs(batch))
+
+    def on_validation_epoch_end(self) -> None:
+        metrics, predictions = {}, []
+        for i, outputs in sorted(self._outputs.items()):
+            metrics[self.hparams.dev_names[i]], preds = self.evaluate(i, outputs)
+            predictions.append(preds)
+        score = self.score(metrics)
+        self.history.append({"epoch": self.current_epoch, "score": score, "metrics": metrics})
+        for split, values in metrics.items():
+            for name, value in values.items():
+                self.log(f"{split}_{name}", value, prog_bar=True)
+        # NaN (e.g. Pearson of constant predictions) ranks lowest; the first epoch always counts
+        comparable = score if math.isfinite(score) else -math.inf
+        if self.best_state is None or comparable > self.best_score:
+            self.best_score, self.best_epoch = comparable, self.current_epoch
+            self.best_state = copy.deepcopy(
+                {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+            )
+            self.best_predictions = predictions
+
+    def configure_optimizers(self):
+        total = int(self.trainer.estimated_stepping_batches)
+        optimizer = OptimizerParams(
+            lr=self.trial.learning_rate, weight_decay=self.trial.weight_decay
+        )
+        warmup = int(self.trial.warmup_proportion * total)
+        return configure_adamw(self, self.model, optimizer, warmup, total)
+
+
+# ---------------------------------------------------------------------------- the grid
+
+
+@dataclass
+class GridResult:
+    """The winning trial's module (best weights loaded), Trainer and data, and every record."""
+
+    module: FinetuneModule
+    trainer: pl.Trainer
+    data: pl.LightningDataModule
+    best: dict[str, Any]
+    trials: list[dict[str, Any]]
+
+    @property
+    def dev_metrics(self) -> dict[str, dict[str, float]]:
+        return self.best["history"][self.best["best_epoch"]]["metrics"]
+
+
+BEST_KEYS = ("learning_rate", "seed", "best_epoch", "best_score")
+
+
+def run_grid(
+    name: str,
+    config: FinetuneConfig,
+    build: Callable[[TrialParams], tuple[FinetuneModule, pl.LightningDataModule]],
+    *,
+    tags: list[str] | None = None,
+    mlflow_run_id: str | None = None,
+) -> GridResult:
+    """Trains every (tag x lr x seed) trial; the best dev score wins (ties: the earlier trial).
+
+    `build(trial)` returns a fresh module and its data; the global RNG is seeded with the trial's
+    seed after that, so dropout and shuffling depend on the seed alone (as `Trainer(seed=)`).
+    With `mlflow_run_id` every trial's metrics go to that run, prefixed by the trial's name.
+    """
+    trials, best = [], None
+    for tag in tags or [""]:
+        for lr in config.learning_rates:
+            for seed in config.seeds:
+                trial = TrialParams(lr, seed, config.weight_decay, config.warmup_proportion, tag)
+                module, data = build(trial)
+                pl.seed_everything(seed, workers=True, verbose=False)
+                trainer = build_trainer(
+                    config,
+                    loggers=mlflow_logger(mlflow_run_id, prefix=trial.name),
+                    max_epochs=config.epochs,
+                    log_every_n_steps=config.log_every_n_steps,
+                )
+                trainer.fit(module, datamodule=data)
+                record = {
+                    **({"tag": tag} if tag else {}),
+                    "learning_rate": float(lr),
+                    "seed": int(seed),
+                    "best_epoch": module.best_epoch,
+                    "best_score": module.best_score,
+                    "history": module.history,
+                }
+                trials.append(record)
+                logger.info(
+                    "%s %s: best dev score %.4f at epoch %d",
+                    name,
+                    trial.name,
+                    module.best_score,
+                    module.best_epoch,
+                )
+                if best is None or module.best_score > best[0]["best_score"]:
+                    best = (record, module, trainer, data)
+    assert best is not None
+    record, module, trainer, data = best
+    module.model.load_state_dict(module.best_state)
+    return GridResult(module, trainer, data, record, trials)
+
+
+def best_summary(result: GridResult) -> dict[str, Any]:
+    """The winning trial's hyperparameters and score, for records and MLflow."""
+    keys = ("tag", *BEST_KEYS) if "tag" in result.best else BEST_KEYS
+    return {k: result.best[k] for k in keys}

@@ -214,6 +214,44 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root):
     assert metrics["task"] == "rte" and metrics["train_examples"] == 12
 
 
+def test_ner_commands_run_on_the_bundled_sample(tmp_path, project_root):
+    """`finetune_ner`, `finetune_ner_features` and a tagger-only rerun from the cached features."""
+    model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
+    env = _env(tmp_path)
+    params = {
+        "data_dir": tmp_path / "data",
+        "ner_model_dir": model,
+        "finetune_ner.finetune.epochs": 1,
+        "finetune_ner.finetune.max_seq_length": 48,
+        "finetune_ner.finetune.progress_bar": "false",
+        "finetune_ner.feature_based.epochs": 1,
+        "finetune_ner.feature_based.lstm_width": 8,
+        "finetune_ner.feature_based.max_seq_length": 48,
+        "finetune_ner.feature_based.progress_bar": "false",
+    }
+    _kedro(["run", "--pipeline", "finetune_ner"], project_root, env, params)
+    _kedro(["run", "--pipeline", "finetune_ner_features"], project_root, env, params)
+    cache = tmp_path / "data" / "05_model_input" / "ner_features" / "tensors.safetensors"
+    made = cache.stat().st_mtime_ns
+    params["finetune_ner.feature_based.lstm_width"] = 4
+    args = [
+        "run",
+        "--pipeline",
+        "finetune_ner_features",
+        "--from-nodes",
+        "train_ner_feature_tagger",
+    ]
+    output = _kedro(args, project_root, env, params)
+    assert "extract_ner_features" not in output and cache.stat().st_mtime_ns == made
+    tagger = json.loads(
+        (tmp_path / "data" / "06_models" / "ner_feature_tagger" / "config.json").read_text()
+    )
+    assert tagger["width"] == 4
+    for mode in ("finetune", "feature_based"):
+        record = tmp_path / "data" / "08_reporting" / "ner" / f"{mode}_metrics.json"
+        assert 0 <= json.loads(record.read_text())["dev_metrics"]["f1"] <= 1
+
+
 def test_kedro_viz_build_writes_the_site(tmp_path, project_root):
     """In a copy of the project's layout, so build/ does not land in the checkout."""
     shutil.copy(project_root / "pyproject.toml", tmp_path)

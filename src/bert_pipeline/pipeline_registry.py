@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from bert_pipeline.pipelines import finetune_glue, pretrain_data, pretrain_model
+from bert_pipeline.pipelines import finetune_glue, finetune_ner, pretrain_data, pretrain_model
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -17,6 +17,8 @@ def register_pipelines() -> dict[str, Pipeline]:
         "pretrain_data": pretrain_data.create_pipeline(),
         "pretrain_model": pretrain_model.create_pipeline(),
         "finetune_glue": finetune_glue.create_pipeline(),
+        "finetune_ner": finetune_ner.create_pipeline(),
+        "finetune_ner_features": finetune_ner.create_feature_pipeline(),
     }
     pipelines["pretrain"] = pipelines["pretrain_data"] + pipelines["pretrain_model"]
     pipelines["__default__"] = pipelines["pretrain"]

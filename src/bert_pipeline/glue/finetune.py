@@ -18,16 +18,18 @@ import torch
 from tokenizers import Tokenizer
 
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.module import GlueDataModule, GlueModule, sequential_loader
+from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_to_checkpoint
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
+    FinetuneDataModule,
     TrialParams,
     best_summary,
     check_checkpoint,
     run_grid,
+    sequential_loader,
     tokenizer_from_checkpoint,
     with_new_head,
 )
@@ -112,9 +114,9 @@ def finetune_task(
     dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
     test_features = encode(task, tokenizer, test, length)
 
-    def build(trial: TrialParams) -> tuple[GlueModule, GlueDataModule]:
+    def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
         model = build_classifier(checkpoint, task, source, trial.seed)
-        data = GlueDataModule(
+        data = FinetuneDataModule(
             train_features,
             dev_features,
             test_features,
@@ -149,7 +151,7 @@ def finetune_task(
 
 
 def _predict_test(
-    trainer: pl.Trainer, module: GlueModule, data: GlueDataModule, task: GlueTask
+    trainer: pl.Trainer, module: GlueModule, data: FinetuneDataModule, task: GlueTask
 ) -> torch.Tensor:
     if len(data.test) == 0:
         return torch.empty(0, dtype=torch.float32 if task.is_regression else torch.long)

@@ -1,4 +1,4 @@
-"""Lightning module and data module for GLUE fine-tuning: the paper's recipe, all weights trained.
+"""Lightning module for GLUE fine-tuning: the paper's recipe, all weights trained.
 
 [CLS] pooled output -> dropout -> one new linear layer (BertForSequenceClassification); the
 trial loop, optimizer, schedule and Trainer are the shared ones of `bert_pipeline.training`.
@@ -6,53 +6,12 @@ trial loop, optimizer, schedule and Trainer are the shared ones of `bert_pipelin
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
 import torch
-from torch.utils.data import DataLoader, DistributedSampler
 
-from bert_pipeline.glue.features import GlueFeatures
 from bert_pipeline.glue.metrics import compute_metrics, task_score
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.training.finetune import FinetuneModule, TrialParams
-
-
-def seeded_train_loader(dataset, batch_size: int, seed: int, collate) -> DataLoader:
-    """Epoch e's order drawn from seed + e: accelerate's seedable sampler, which transformers'
-    Trainer uses, so a trial sees the batches of the HF run with the same seed.
-    DistributedSampler with one replica does exactly this (Lightning calls set_epoch)."""
-    sampler = DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed)
-    return DataLoader(dataset, batch_size, sampler=sampler, collate_fn=collate)
-
-
-class GlueDataModule(pl.LightningDataModule):
-    """Encoded train, dev (one loader per dev split, MNLI has two) and test features."""
-
-    def __init__(
-        self,
-        train: GlueFeatures,
-        dev: list[GlueFeatures],
-        test: GlueFeatures | None,
-        batch_size: int,
-        eval_batch_size: int,
-        seed: int,
-    ) -> None:
-        super().__init__()
-        self.train, self.dev, self.test = train, dev, test
-        self.batch_size, self.eval_batch_size, self.seed = batch_size, eval_batch_size, seed
-
-    def train_dataloader(self) -> DataLoader:
-        return seeded_train_loader(self.train, self.batch_size, self.seed, self.train.collate)
-
-    def val_dataloader(self) -> list[DataLoader]:
-        return [sequential_loader(f, self.eval_batch_size) for f in self.dev]
-
-    def predict_dataloader(self) -> DataLoader:
-        return sequential_loader(self.test, self.eval_batch_size)
-
-
-def sequential_loader(features: GlueFeatures, batch_size: int) -> DataLoader:
-    return DataLoader(features, batch_size=batch_size, collate_fn=features.collate)
 
 
 class GlueModule(FinetuneModule):

@@ -406,6 +406,7 @@ class BertForTokenClassification(BertClassifierBase):
             )
         return loss, logits
 
+
 def num_parameters(model: nn.Module) -> int:
     """Distinct parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters())

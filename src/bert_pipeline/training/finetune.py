@@ -19,6 +19,7 @@ import lightning.pytorch as pl
 import torch
 from tokenizers import Tokenizer
 from torch import nn
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from bert_pipeline.data.tokenizer import tokenizer_from_files
 from bert_pipeline.model.checkpoint import model_from_checkpoint
@@ -145,6 +146,21 @@ def check_checkpoint(
         )
 
 
+def encoder_only(checkpoint: Mapping) -> dict:
+    """The checkpoint without its heads (pretraining `cls.*`, a task's `classifier.*`) and
+    labels: what a new task starts from, so their absence is expected, not warned about."""
+    heads = ("cls.", "classifier.")
+    return {
+        **checkpoint,
+        "state_dict": {
+            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(heads)
+        },
+        "config": {
+            k: v for k, v in checkpoint["config"].items() if k not in ("id2label", "label2id")
+        },
+    }
+
+
 def with_new_head(
     checkpoint: Mapping, model_cls: type[nn.Module], num_labels: int, source: str, seed: int | None
 ) -> nn.Module:
@@ -154,16 +170,10 @@ def with_new_head(
     whatever the encoder's init drew first), as transformers initializes a missing head after
     `set_seed(seed)`: the same seed gives the same head on both sides.
     """
-    encoder_only = {
-        **checkpoint,
-        "state_dict": {
-            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith("classifier.")
-        },
-    }
-    config = {k: v for k, v in checkpoint["config"].items() if k not in ("id2label", "label2id")}
-    encoder_only["config"] = config
+    stripped = encoder_only(checkpoint)
+    config = stripped["config"]
     try:
-        model = model_from_checkpoint(encoder_only, model_cls, num_labels=num_labels, source=source)
+        model = model_from_checkpoint(stripped, model_cls, num_labels=num_labels, source=source)
     except ValueError as exc:
         raise CheckpointMismatchError(str(exc)) from exc
     if seed is not None:
@@ -173,6 +183,49 @@ def with_new_head(
             model.classifier.weight.normal_(0.0, std, generator=generator)
             model.classifier.bias.zero_()
     return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
+
+
+# ---------------------------------------------------------------------------- data
+
+
+class FinetuneDataModule(pl.LightningDataModule):
+    """Train, dev (one loader per dev split, MNLI has two) and test sets; each has `collate`.
+
+    Training batches are shuffled with epoch e's order drawn from seed + e: accelerate's seedable
+    sampler, which transformers' Trainer uses, so a trial sees the batches of the HF run with the
+    same seed. DistributedSampler with one replica does exactly this (Lightning calls set_epoch).
+    """
+
+    def __init__(
+        self,
+        train: Dataset,
+        dev: list[Dataset],
+        test: Dataset | None,
+        batch_size: int,
+        eval_batch_size: int,
+        seed: int,
+    ) -> None:
+        super().__init__()
+        self.train, self.dev, self.test = train, dev, test
+        self.batch_size, self.eval_batch_size, self.seed = batch_size, eval_batch_size, seed
+
+    def train_dataloader(self) -> DataLoader:
+        sampler = DistributedSampler(
+            self.train, num_replicas=1, rank=0, shuffle=True, seed=self.seed
+        )
+        return DataLoader(
+            self.train, self.batch_size, sampler=sampler, collate_fn=self.train.collate
+        )
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [sequential_loader(f, self.eval_batch_size) for f in self.dev]
+
+    def predict_dataloader(self) -> DataLoader:
+        return sequential_loader(self.test, self.eval_batch_size)
+
+
+def sequential_loader(dataset: Dataset, batch_size: int) -> DataLoader:
+    return DataLoader(dataset, batch_size=batch_size, collate_fn=dataset.collate)
 
 
 # ---------------------------------------------------------------------------- one trial

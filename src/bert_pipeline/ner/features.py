@@ -1,0 +1,166 @@
+"""Sentence tables to BERT windows: WordPiece alignment and document packing.
+
+Every word's label goes on its first sub-token; later sub-tokens, [CLS], [SEP] and padding get
+-100 and are ignored, as in the paper. Consecutive sentences of a document are packed into one
+`[CLS] ... [SEP]` window of at most `max_seq_length` tokens (the paper's "maximal document
+context"); a sentence longer than a window is cut at word boundaries. Windows keep the order of
+the words, so the first-sub-token predictions of a split, in order, are its words in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from tokenizers import Tokenizer
+from torch.utils.data import Dataset
+
+IGNORE = -100
+
+
+def word_pieces(tokenizer: Tokenizer, sentences: Sequence[Sequence[str]]) -> list[list[list[int]]]:
+    """Per sentence, per word, its WordPiece ids ([UNK] for a word the tokenizer drops)."""
+    unk = tokenizer.token_to_id("[UNK]")
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    encodings = tokenizer.encode_batch(
+        [list(s) for s in sentences], is_pretokenized=True, add_special_tokens=False
+    )
+    out = []
+    for sentence, encoding in zip(sentences, encodings, strict=True):
+        words: list[list[int]] = [[] for _ in sentence]
+        for piece, word in zip(encoding.ids, encoding.word_ids, strict=True):
+            words[word].append(piece)
+        out.append([w or [unk] for w in words])
+    return out
+
+
+@dataclass
+class Window:
+    input_ids: list[int]
+    labels: list[int]  # the word's label id on first sub-tokens, IGNORE elsewhere
+    first: list[bool]  # True on first sub-tokens: where a word's prediction is read
+
+
+def _chunks(words: list[list[int]], budget: int) -> list[list[list[int]]]:
+    """A sentence's words in runs of at most `budget` pieces (a longer word is cut)."""
+    runs, run, size = [], [], 0
+    for pieces in words:
+        pieces = pieces[:budget]
+        if run and size + len(pieces) > budget:
+            runs.append(run)
+            run, size = [], 0
+        run.append(pieces)
+        size += len(pieces)
+    if run:
+        runs.append(run)
+    return runs
+
+
+def build_windows(
+    tokenizer: Tokenizer,
+    frame: pd.DataFrame,
+    label2id: Mapping[str, int],
+    max_seq_length: int,
+    pack: bool = True,
+) -> list[Window]:
+    """Windows of a sentence table (see the module docstring); `pack=False`: one per sentence."""
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    if cls_id is None or sep_id is None:
+        raise ValueError("the tokenizer has no [CLS] or [SEP] token")
+    budget = max_seq_length - 2
+    pieces = word_pieces(tokenizer, frame["tokens"].tolist())
+    windows: list[Window] = []
+    current: list[tuple[list[int], int]] = []  # (pieces, label id) of the open window's words
+    size, doc = 0, None
+
+    def close() -> None:
+        nonlocal size
+        if current:
+            ids, labels, first = [cls_id], [IGNORE], [False]
+            for word, label in current:
+                ids += word
+                labels += [label] + [IGNORE] * (len(word) - 1)
+                first += [True] + [False] * (len(word) - 1)
+            windows.append(Window([*ids, sep_id], [*labels, IGNORE], [*first, False]))
+            current.clear()
+            size = 0
+
+    for words, tags, d in zip(pieces, frame["tags"], frame["doc"], strict=True):
+        labelled = list(zip(words, (label2id[t] for t in tags), strict=True))
+        n = sum(len(w[:budget]) for w in words)
+        if not pack or d != doc or size + n > budget:
+            close()
+        doc = d
+        offset = 0
+        for run in _chunks(words, budget):
+            if size + sum(len(w) for w in run) > budget:
+                close()
+            labels = [label for _, label in labelled[offset : offset + len(run)]]
+            current.extend(zip(run, labels, strict=True))
+            size += sum(len(w) for w in run)
+            offset += len(run)
+    close()
+    return windows
+
+
+class NerFeatures(Dataset):
+    """Windows of one split, plus its sentence lengths (to cut the word predictions back)."""
+
+    def __init__(self, windows: list[Window], sentence_lengths: Sequence[int]):
+        self.windows = windows
+        self.sentence_lengths = list(sentence_lengths)
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int) -> Window:
+        return self.windows[i]
+
+    @staticmethod
+    def collate(rows: list[Window]) -> dict[str, torch.Tensor]:
+        """Pads to the longest window of the batch ([PAD]=0, labels IGNORE)."""
+        width = max(len(r.input_ids) for r in rows)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        labels = torch.full_like(ids, IGNORE)
+        mask = torch.zeros_like(ids)
+        first = torch.zeros_like(ids, dtype=torch.bool)
+        for i, r in enumerate(rows):
+            n = len(r.input_ids)
+            ids[i, :n] = torch.tensor(r.input_ids)
+            labels[i, :n] = torch.tensor(r.labels)
+            first[i, :n] = torch.tensor(r.first)
+            mask[i, :n] = 1
+        return {
+            "input_ids": ids,
+            "token_type_ids": torch.zeros_like(ids),
+            "attention_mask": mask,
+            "labels": labels,
+            "first": first,
+        }
+
+
+def encode_split(
+    tokenizer: Tokenizer,
+    frame: pd.DataFrame,
+    label2id: Mapping[str, int],
+    max_seq_length: int,
+    pack: bool = True,
+) -> NerFeatures:
+    windows = build_windows(tokenizer, frame, label2id, max_seq_length, pack)
+    return NerFeatures(windows, [len(t) for t in frame["tokens"]])
+
+
+def split_words(flat: Sequence, lengths: Sequence[int]) -> list[list]:
+    """A split's word-level values, in order, cut back into sentences."""
+    if len(flat) != sum(lengths):
+        raise ValueError(f"{len(flat)} word predictions for {sum(lengths)} words")
+    out, start = [], 0
+    for n in lengths:
+        out.append(list(flat[start : start + n]))
+        start += n
+    return out

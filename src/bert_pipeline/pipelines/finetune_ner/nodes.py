@@ -1,0 +1,136 @@
+"""Thin Kedro nodes around bert_pipeline.ner: tables, the two taggers, CoNLL predictions."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from bert_pipeline.ner.conll import write_conll
+from bert_pipeline.ner.finetune import (
+    NerConfig,
+    NerResult,
+    feature_cache,
+    finetune_ner,
+    train_feature_tagger,
+)
+from bert_pipeline.training.core import child_run, log_frame_input
+
+logger = logging.getLogger(__name__)
+
+
+def build_ner_tables(
+    raw: dict[str, pd.DataFrame], params: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Train, dev and test sentence tables; `data.max_train_sentences` keeps the first that
+    many train sentences (whole documents' order kept) for quick runs."""
+    limit = (params.get("data") or {}).get("max_train_sentences")
+    train = raw["train"] if limit is None else raw["train"].head(int(limit))
+    tables = (train.reset_index(drop=True), raw["dev"], raw["test"])
+    logger.info(
+        "CoNLL: %s sentences (train, dev, test), %s words",
+        [len(t) for t in tables],
+        [int(t["tokens"].map(len).sum()) for t in tables],
+    )
+    return tables
+
+
+def ner_config(params: dict[str, Any], section: str) -> NerConfig:
+    """`finetune_ner.<section>` plus the shared `finetune_ner.labels`."""
+    values = {**(params.get(section) or {}), "labels": list(params["labels"])}
+    return NerConfig.from_params(values, where=f"finetune_ner.{section}")
+
+
+def _source(checkpoint: dict) -> str:
+    return str(
+        checkpoint.get("config", {}).get("_name_or_path")
+        or "the checkpoint ner_pretrained_model (runtime parameter ner_model_dir)"
+    )
+
+
+def _log_inputs(config: NerConfig, tables: tuple, run_id: str | None) -> None:
+    """The tagger's child run: its data as dataset inputs and its hyperparameters."""
+    for table, split in zip(tables, ("train", "dev", "test"), strict=True):
+        log_frame_input(table, f"conll_{split}", "training" if split == "train" else split)
+    if run_id is not None:
+        mlflow.log_params({k: str(v) for k, v in dataclasses.asdict(config).items()})
+
+
+def _report(result: NerResult, run_id: str | None) -> None:
+    record = result.record
+    logger.info(
+        "NER best %s: dev F1 %.4f, test F1 %.4f",
+        record["best"],
+        record["dev_metrics"]["f1"],
+        record["test_metrics"]["f1"],
+    )
+    if run_id is None:
+        return
+    mlflow.log_metrics(
+        {f"best_dev_{k}": v for k, v in record["dev_metrics"].items()}
+        | {f"test_{k}": v for k, v in record["test_metrics"].items()}
+    )
+    mlflow.log_params({f"best_{k}": v for k, v in record["best"].items()})
+    mlflow.log_dict(record, "ner_metrics.json")
+
+
+def _outputs(result: NerResult, dev: pd.DataFrame, test: pd.DataFrame, scheme: str) -> tuple:
+    return (
+        result.model,
+        result.record,
+        write_conll(dev, result.dev_tags, scheme),
+        write_conll(test, result.test_tags, scheme),
+    )
+
+
+def finetune_ner_model(
+    train: pd.DataFrame,
+    dev: pd.DataFrame,
+    test: pd.DataFrame,
+    pretrained: dict,
+    params: dict[str, Any],
+) -> tuple[dict, dict, str, str]:
+    """Fine-tunes BERT for NER: the best model, its record and CoNLL-format predictions."""
+    config = ner_config(params, "finetune")
+    with child_run("ner_finetune", tags={"ner_mode": "finetune"}) as run_id:
+        _log_inputs(config, (train, dev, test), run_id)
+        result = finetune_ner(
+            train, dev, test, pretrained, config, source=_source(pretrained), mlflow_run_id=run_id
+        )
+        result.record["mlflow_run_id"] = run_id
+        _report(result, run_id)
+    return _outputs(result, dev, test, params["data"]["scheme"])
+
+
+def extract_ner_features(
+    train: pd.DataFrame,
+    dev: pd.DataFrame,
+    test: pd.DataFrame,
+    pretrained: dict,
+    params: dict[str, Any],
+) -> dict:
+    """The frozen encoder's word features of all splits, computed once (the feature cache)."""
+    config = ner_config(params, "feature_based")
+    tables = {"train": train, "dev": dev, "test": test}
+    return feature_cache(tables, pretrained, config, source=_source(pretrained))
+
+
+def train_ner_feature_tagger(
+    train: pd.DataFrame,
+    dev: pd.DataFrame,
+    test: pd.DataFrame,
+    cache: dict,
+    params: dict[str, Any],
+) -> tuple[dict, dict, str, str]:
+    """Trains the BiLSTM tagger on the cached features, over the configured layer choices."""
+    config = ner_config(params, "feature_based")
+    with child_run("ner_feature_based", tags={"ner_mode": "feature_based"}) as run_id:
+        _log_inputs(config, (train, dev, test), run_id)
+        result = train_feature_tagger(train, dev, test, cache, config, mlflow_run_id=run_id)
+        result.record["mlflow_run_id"] = run_id
+        result.record["encoder"] = cache["config"]["encoder"]
+        _report(result, run_id)
+    return _outputs(result, dev, test, params["data"]["scheme"])

@@ -46,3 +46,16 @@ def recover_directory(target: str | Path) -> None:
         os.replace(old, target)
     for leftover in target.parent.glob(f".{target.name}.*"):
         shutil.rmtree(leftover, ignore_errors=True)
+
+
+@contextmanager
+def atomic_file(target: str | Path) -> Iterator[Path]:
+    """Yields a hidden sibling path that is renamed over `target` only if the block succeeds."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)

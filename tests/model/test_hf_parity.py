@@ -13,6 +13,7 @@ from bert_pipeline.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    hidden_states,
 )
 from bert_pipeline.model.checkpoint import (
     load_pretrained,
@@ -98,6 +99,20 @@ def test_bert_model_without_mask_or_segments_matches_hf():
         ref = hf(input_ids=ids)
     torch.testing.assert_close(seq, ref.last_hidden_state, atol=ATOL, rtol=0)
     torch.testing.assert_close(pooled, ref.pooler_output, atol=ATOL, rtol=0)
+
+
+def test_hidden_states_match_hf_output_hidden_states():
+    torch.manual_seed(6)
+    ours = BertModel(CONFIGS["odd"]).eval()
+    hf = hf_twin(ours, transformers.BertModel)
+    ids, tt, am = batch(ours.config)
+    with torch.no_grad():
+        states = hidden_states(ours, ids, tt, am)
+        ref = hf(input_ids=ids, token_type_ids=tt, attention_mask=am, output_hidden_states=True)
+    assert len(states) == len(ref.hidden_states) == ours.config.num_hidden_layers + 1
+    for mine, theirs in zip(states, ref.hidden_states, strict=True):
+        keep = am.bool()  # padded positions are not defined the same way
+        torch.testing.assert_close(mine[keep], theirs[keep], atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("num_labels", [1, 3])

@@ -32,16 +32,13 @@ def encode_table(
     a_ids = [
         e.ids for e in tokenizer.encode_batch(frame["text_a"].tolist(), add_special_tokens=False)
     ]
-    pair = frame["text_b"].notna().all() and len(frame) > 0
-    if pair:
-        b_ids = [
-            e.ids
-            for e in tokenizer.encode_batch(frame["text_b"].tolist(), add_special_tokens=False)
-        ]
+    has_b = frame["text_b"].notna().tolist()
+    b_texts = [t for t, present in zip(frame["text_b"], has_b, strict=True) if present]
+    b_iter = iter(e.ids for e in tokenizer.encode_batch(b_texts, add_special_tokens=False))
     out = []
-    for i, a in enumerate(a_ids):
+    for a, pair in zip(a_ids, has_b, strict=True):
         if pair:
-            a, b = _truncate_pair(a, b_ids[i], max_seq_length - 3)
+            a, b = _truncate_pair(a, next(b_iter), max_seq_length - 3)
             ids = [cls_id, *a, sep_id, *b, sep_id]
             types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
         else:

@@ -6,6 +6,7 @@ from bert_pipeline.model.bert import (
     BertForTokenClassification,
     BertModel,
     BertPreTrainingOutput,
+    hidden_states,
     num_parameters,
 )
 from bert_pipeline.model.config import PRESETS, BertConfig
@@ -18,5 +19,6 @@ __all__ = [
     "BertForTokenClassification",
     "BertModel",
     "BertPreTrainingOutput",
+    "hidden_states",
     "num_parameters",
 ]

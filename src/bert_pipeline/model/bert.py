@@ -235,6 +235,25 @@ class BertModel(BertPreTrainedModel):
         return x, None if self.pooler is None else self.pooler(x)
 
 
+def hidden_states(
+    model: BertModel,
+    input_ids: Tensor,
+    token_type_ids: Tensor | None = None,
+    attention_mask: Tensor | None = None,
+) -> list[Tensor]:
+    """[embeddings output, layer 1, ..., layer L], each [B, T, H]: the per-layer token
+    features of the feature-based approach (google's extract_features.py)."""
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
+    x = model.embeddings(input_ids, token_type_ids)
+    mask = extended_attention_mask(attention_mask)
+    states = [x]
+    for block in model.encoder.layer:
+        x = block(x, mask)
+        states.append(x)
+    return states
+
+
 # ---------------------------------------------------------------------------- pre-training
 
 

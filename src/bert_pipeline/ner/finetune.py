@@ -55,7 +55,6 @@ class NerConfig(FinetuneConfig):
     layer_choices: list[str] = field(default_factory=lambda: ["concat_last_four"])
     lstm_width: int = 384
     dropout: float = 0.5
-    lowercase: bool = False  # CoNLL is cased; only used for a vocab.txt without tokenizer.json
 
     def check(self, root: str) -> None:
         super().check(root)

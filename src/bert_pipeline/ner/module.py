@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.data import Dataset
 
-from bert_pipeline.model import BertModel
+from bert_pipeline.model import BertModel, hidden_states
 from bert_pipeline.ner.features import IGNORE, NerFeatures, split_words
 from bert_pipeline.ner.metrics import entity_metrics
 from bert_pipeline.training.finetune import FinetuneModule, TrialParams, sequential_loader
@@ -98,28 +98,16 @@ class NerModule(FinetuneModule):
 def extract_word_features(
     encoder: BertModel, features: NerFeatures, layers: Sequence[int], batch_size: int
 ) -> torch.Tensor:
-    """[words, len(layers), hidden] float16: each word's first-sub-token hidden states.
-
-    Hooks on the embeddings and on every layer collect the hidden states of one forward pass
-    of the frozen encoder (eval mode: no dropout).
-    """
+    """[words, len(layers), hidden] float16: each word's first-sub-token hidden states, from
+    one pass of the frozen encoder in eval mode (no dropout)."""
     encoder.eval()
-    states: list[torch.Tensor] = []
-    modules = [encoder.embeddings, *encoder.encoder.layer]
-    handles = [
-        m.register_forward_hook(lambda _m, _in, out: states.append(out))
-        for m in (modules[i] for i in range(max(layers) + 1))
-    ]
     out = []
-    try:
-        for batch in sequential_loader(features, batch_size):
-            states.clear()
-            encoder(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-            stacked = torch.stack([states[i] for i in layers], dim=2)  # [B, T, K, H]
-            out.append(stacked[batch["first"]].half())
-    finally:
-        for handle in handles:
-            handle.remove()
+    for batch in sequential_loader(features, batch_size):
+        states = hidden_states(
+            encoder, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+        )
+        stacked = torch.stack([states[i] for i in layers], dim=2)  # [B, T, K, H]
+        out.append(stacked[batch["first"]].half())
     return torch.cat(out)
 
 

@@ -252,6 +252,23 @@ def test_ner_commands_run_on_the_bundled_sample(tmp_path, project_root):
         assert 0 <= json.loads(record.read_text())["dev_metrics"]["f1"] <= 1
 
 
+def test_squad_command_runs_on_the_bundled_sample(tmp_path, project_root):
+    model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
+    params = {
+        "data_dir": tmp_path / "data",
+        "squad_model_dir": model,
+        "finetune_squad.data.max_train_questions": 40,
+        "finetune_squad.training.epochs": 1,
+        "finetune_squad.training.max_seq_length": 64,
+        "finetune_squad.training.doc_stride": 16,
+        "finetune_squad.training.progress_bar": "false",
+    }
+    _kedro(["run", "--pipeline", "finetune_squad"], project_root, _env(tmp_path), params)
+    record = json.loads((tmp_path / "data" / "08_reporting" / "squad_metrics.json").read_text())
+    assert record["version"] == "1.1" and record["train_questions"] == 40
+    assert record["dev_questions"] == 120  # the bundled sample's dev set
+
+
 def test_kedro_viz_build_writes_the_site(tmp_path, project_root):
     """In a copy of the project's layout, so build/ does not land in the checkout."""
     shutil.copy(project_root / "pyproject.toml", tmp_path)

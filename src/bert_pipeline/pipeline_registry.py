@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from kedro.pipeline import Pipeline
 
-from bert_pipeline.pipelines import finetune_glue, finetune_ner, pretrain_data, pretrain_model
+from bert_pipeline.pipelines import (
+    finetune_glue,
+    finetune_ner,
+    finetune_squad,
+    pretrain_data,
+    pretrain_model,
+)
 
 
 def register_pipelines() -> dict[str, Pipeline]:
@@ -19,6 +25,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "finetune_glue": finetune_glue.create_pipeline(),
         "finetune_ner": finetune_ner.create_pipeline(),
         "finetune_ner_features": finetune_ner.create_feature_pipeline(),
+        "finetune_squad": finetune_squad.create_pipeline(),
     }
     pipelines["pretrain"] = pipelines["pretrain_data"] + pipelines["pretrain_model"]
     pipelines["__default__"] = pipelines["pretrain"]

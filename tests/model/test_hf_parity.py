@@ -10,6 +10,7 @@ import torch
 from bert_pipeline.model import (
     BertConfig,
     BertForPreTraining,
+    BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
@@ -147,6 +148,31 @@ def test_token_classification_matches_hf_and_exports(tmp_path):
     )
     assert not info["missing_keys"] and not info["unexpected_keys"]
     assert loaded.config.id2label[1] == "A"
+
+
+def test_question_answering_matches_hf_and_exports(tmp_path):
+    torch.manual_seed(7)
+    ours = BertForQuestionAnswering(CONFIGS["odd"]).eval()
+    hf = hf_twin(ours, transformers.BertForQuestionAnswering)
+    ids, tt, am = batch(ours.config)
+    starts, ends = torch.tensor([1, 3, 30, 0]), torch.tensor([2, 5, 31, 0])  # 30: cut off
+    with torch.no_grad():
+        loss, start, end = ours(ids, tt, am, starts, ends)
+        ref = hf(
+            input_ids=ids,
+            token_type_ids=tt,
+            attention_mask=am,
+            start_positions=starts,
+            end_positions=ends,
+        )
+    torch.testing.assert_close(start, ref.start_logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(end, ref.end_logits, atol=ATOL, rtol=0)
+    torch.testing.assert_close(loss, ref.loss, atol=ATOL, rtol=0)
+    save_pretrained(ours, tmp_path / "qa")
+    _, info = transformers.BertForQuestionAnswering.from_pretrained(
+        tmp_path / "qa", output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
 
 
 def test_export_loads_in_hf_without_missing_weights(tmp_path, caplog):

@@ -9,6 +9,8 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
+from bert_pipeline.training.finetune import pad_rows
+
 
 def _truncate_pair(a: list[int], b: list[int], max_tokens: int) -> tuple[list[int], list[int]]:
     """Drops tokens from the end of the longer sequence until both fit (BERT's way)."""
@@ -67,15 +69,10 @@ class GlueFeatures(Dataset):
 
     def collate(self, rows: list[dict]) -> dict[str, torch.Tensor]:
         """Pads to the longest row of the batch with [PAD]=0."""
-        width = max(len(r["input_ids"]) for r in rows)
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        types = torch.zeros_like(ids)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            n = len(r["input_ids"])
-            ids[i, :n] = torch.tensor(r["input_ids"])
-            types[i, :n] = torch.tensor(r["token_type_ids"])
-            mask[i, :n] = 1
         dtype = torch.float32 if self.regression else torch.long
-        labels = torch.tensor([r["label"] for r in rows], dtype=dtype)
-        return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": labels}
+        return {
+            "input_ids": pad_rows([r["input_ids"] for r in rows]),
+            "token_type_ids": pad_rows([r["token_type_ids"] for r in rows]),
+            "attention_mask": pad_rows([[1] * len(r["input_ids"]) for r in rows]),
+            "labels": torch.tensor([r["label"] for r in rows], dtype=dtype),
+        }

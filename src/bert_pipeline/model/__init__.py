@@ -2,6 +2,7 @@
 
 from bert_pipeline.model.bert import (
     BertForPreTraining,
+    BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
@@ -15,6 +16,7 @@ __all__ = [
     "PRESETS",
     "BertConfig",
     "BertForPreTraining",
+    "BertForQuestionAnswering",
     "BertForSequenceClassification",
     "BertForTokenClassification",
     "BertModel",

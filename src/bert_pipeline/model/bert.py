@@ -426,6 +426,42 @@ class BertForTokenClassification(BertClassifierBase):
         return loss, logits
 
 
+class BertForQuestionAnswering(BertPreTrainedModel):
+    """sequence_output -> linear to (start, end) logits per token, as HF's (`qa_outputs`).
+
+    With start and end positions the loss is the mean of the two cross-entropies; positions
+    outside the sequence (an answer cut off by truncation) are clamped to it and ignored, as HF.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.apply(self._init_weights)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+    ) -> tuple[Tensor | None, Tensor, Tensor]:
+        sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        start_logits, end_logits = self.qa_outputs(sequence_output).float().unbind(-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            width = start_logits.shape[1]
+            start = start_positions.clamp(0, width)
+            end = end_positions.clamp(0, width)
+            loss = (
+                F.cross_entropy(start_logits, start, ignore_index=width)
+                + F.cross_entropy(end_logits, end, ignore_index=width)
+            ) / 2
+        return loss, start_logits, end_logits
+
+
 def num_parameters(model: nn.Module) -> int:
     """Distinct parameters (tied weights counted once)."""
     return sum(p.numel() for p in model.parameters())

@@ -34,6 +34,7 @@ from bert_pipeline.data.tokenizer import tokenizer_files
 from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import (
     BertForPreTraining,
+    BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
@@ -177,7 +178,7 @@ def tokenizer_files_from(source: TokenizerSource) -> dict:
 
 
 def _architecture(model: nn.Module) -> str:
-    for cls in (BertForPreTraining, *CLASSIFIERS, BertModel):
+    for cls in (BertForPreTraining, *CLASSIFIERS, BertForQuestionAnswering, BertModel):
         if isinstance(model, cls):
             return cls.__name__
     raise TypeError(f"cannot export a {type(model).__name__}; expected one of our BERT models")

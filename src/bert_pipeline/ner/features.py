@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 from tokenizers import Tokenizer
-from torch.utils.data import Dataset
+
+from bert_pipeline.training.finetune import Windows, pad_rows
 
 IGNORE = -100
 
@@ -108,39 +109,23 @@ def build_windows(
     return windows
 
 
-class NerFeatures(Dataset):
+class NerFeatures(Windows):
     """Windows of one split, plus its sentence lengths (to cut the word predictions back)."""
 
     def __init__(self, windows: list[Window], sentence_lengths: Sequence[int]):
-        self.windows = windows
+        super().__init__(windows)
         self.sentence_lengths = list(sentence_lengths)
-
-    def __len__(self) -> int:
-        return len(self.windows)
-
-    def __getitem__(self, i: int) -> Window:
-        return self.windows[i]
 
     @staticmethod
     def collate(rows: list[Window]) -> dict[str, torch.Tensor]:
         """Pads to the longest window of the batch ([PAD]=0, labels IGNORE)."""
-        width = max(len(r.input_ids) for r in rows)
-        ids = torch.zeros(len(rows), width, dtype=torch.long)
-        labels = torch.full_like(ids, IGNORE)
-        mask = torch.zeros_like(ids)
-        first = torch.zeros_like(ids, dtype=torch.bool)
-        for i, r in enumerate(rows):
-            n = len(r.input_ids)
-            ids[i, :n] = torch.tensor(r.input_ids)
-            labels[i, :n] = torch.tensor(r.labels)
-            first[i, :n] = torch.tensor(r.first)
-            mask[i, :n] = 1
+        ids = pad_rows([r.input_ids for r in rows])
         return {
             "input_ids": ids,
             "token_type_ids": torch.zeros_like(ids),
-            "attention_mask": mask,
-            "labels": labels,
-            "first": first,
+            "attention_mask": pad_rows([[1] * len(r.input_ids) for r in rows]),
+            "labels": pad_rows([r.labels for r in rows], IGNORE),
+            "first": pad_rows([r.first for r in rows]).bool(),
         }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -19,6 +20,7 @@ import lightning.pytorch as pl
 import torch
 from tokenizers import Tokenizer
 from torch import nn
+from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from bert_pipeline.data.tokenizer import tokenizer_from_files
@@ -147,9 +149,9 @@ def check_checkpoint(
 
 
 def encoder_only(checkpoint: Mapping) -> dict:
-    """The checkpoint without its heads (pretraining `cls.*`, a task's `classifier.*`) and
+    """The checkpoint without its heads (pretraining `cls.*`, a task's head) and
     labels: what a new task starts from, so their absence is expected, not warned about."""
-    heads = ("cls.", "classifier.")
+    heads = ("cls.", "classifier.", "qa_outputs.")
     return {
         **checkpoint,
         "state_dict": {
@@ -162,9 +164,15 @@ def encoder_only(checkpoint: Mapping) -> dict:
 
 
 def with_new_head(
-    checkpoint: Mapping, model_cls: type[nn.Module], num_labels: int, source: str, seed: int | None
+    checkpoint: Mapping,
+    model_cls: type[nn.Module],
+    num_labels: int | None,
+    source: str,
+    seed: int | None,
+    head: str = "classifier",
 ) -> nn.Module:
-    """The encoder from the checkpoint plus a fresh `classifier` head (any old head is dropped).
+    """The encoder from the checkpoint plus a fresh linear `head` (any old head is dropped);
+    `num_labels` for a classifier, None for a model with a fixed head (question answering).
 
     With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
     whatever the encoder's init drew first), as transformers initializes a missing head after
@@ -173,15 +181,16 @@ def with_new_head(
     stripped = encoder_only(checkpoint)
     config = stripped["config"]
     try:
-        model = model_from_checkpoint(stripped, model_cls, num_labels=num_labels, source=source)
+        labels = {} if num_labels is None else {"num_labels": num_labels}
+        model = model_from_checkpoint(stripped, model_cls, source=source, **labels)
     except ValueError as exc:
         raise CheckpointMismatchError(str(exc)) from exc
     if seed is not None:
         generator = torch.Generator().manual_seed(seed)
         std = config.get("initializer_range", 0.02)
         with torch.no_grad():
-            model.classifier.weight.normal_(0.0, std, generator=generator)
-            model.classifier.bias.zero_()
+            getattr(model, head).weight.normal_(0.0, std, generator=generator)
+            getattr(model, head).bias.zero_()
     return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
 
 
@@ -224,6 +233,24 @@ class FinetuneDataModule(pl.LightningDataModule):
         return sequential_loader(self.test, self.eval_batch_size)
 
 
+class Windows(Dataset):
+    """A split's encoded windows (rows); a task adds its `collate`."""
+
+    def __init__(self, windows: list):
+        self.windows = windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, i: int):
+        return self.windows[i]
+
+
+def pad_rows(rows: list[list[int]], value: int = 0) -> torch.Tensor:
+    """[batch, longest row] long tensor of per-token values, padded with `value`."""
+    return pad_sequence([torch.tensor(r) for r in rows], batch_first=True, padding_value=value)
+
+
 def sequential_loader(dataset: Dataset, batch_size: int) -> DataLoader:
     return DataLoader(dataset, batch_size=batch_size, collate_fn=dataset.collate)
 
@@ -242,7 +269,11 @@ class FinetuneModule(pl.LightningModule):
 
     def __init__(self, model: nn.Module, trial: TrialParams, dev_names: list[str]):
         super().__init__()
-        self.save_hyperparameters({"dev_names": list(dev_names), **dataclasses.asdict(trial)})
+        hparams = {"dev_names": list(dev_names), **dataclasses.asdict(trial)}
+        data_arguments = [  # a subclass's tables and windows are not hyperparameters
+            a for a in inspect.signature(type(self).__init__).parameters if a not in hparams
+        ]
+        self.save_hyperparameters(hparams, ignore=data_arguments)
         self.model = model
         self.trial = trial
         self.history: list[dict] = []
@@ -267,7 +298,8 @@ class FinetuneModule(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.loss(batch)
-        self.log("train_loss", loss, prog_bar=True, batch_size=len(batch["labels"]))
+        rows = len(next(iter(batch.values())))
+        self.log("train_loss", loss, prog_bar=True, batch_size=rows)
         return loss
 
     def on_validation_epoch_start(self) -> None:

@@ -1,0 +1,72 @@
+"""Thin Kedro nodes around bert_pipeline.squad: tables, fine-tuning, official predictions."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import mlflow
+import pandas as pd
+
+from bert_pipeline.squad.data import official_predictions
+from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
+from bert_pipeline.training.core import child_run, log_frame_input
+
+logger = logging.getLogger(__name__)
+
+
+def build_squad_tables(
+    raw: dict[str, pd.DataFrame], params: dict[str, Any]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train and dev question tables; `data.max_train_questions` / `max_dev_questions` keep
+    the first that many (whole articles' order kept) for quick runs."""
+    data = params.get("data") or {}
+    train, dev = raw["train"], raw["dev"]
+    if data.get("max_train_questions") is not None:
+        train = train.head(int(data["max_train_questions"]))
+    if data.get("max_dev_questions") is not None:
+        dev = dev.head(int(data["max_dev_questions"]))
+    logger.info(
+        "SQuAD: %d train, %d dev questions (%d dev unanswerable)",
+        len(train),
+        len(dev),
+        int(dev["is_impossible"].sum()),
+    )
+    return train.reset_index(drop=True), dev.reset_index(drop=True)
+
+
+def finetune_squad_model(
+    train: pd.DataFrame, dev: pd.DataFrame, pretrained: dict, params: dict[str, Any]
+) -> tuple[dict, dict, str, dict]:
+    """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
+    and the null odds (v2.0: no-answer score minus best span score per question)."""
+    config = SquadConfig.from_params(params.get("training") or {}, "finetune_squad.training")
+    source = str(
+        pretrained.get("config", {}).get("_name_or_path")
+        or "the checkpoint squad_pretrained_model (runtime parameter squad_model_dir)"
+    )
+    with child_run(
+        "squad", tags={"squad_version": "2.0" if dev["is_impossible"].any() else "1.1"}
+    ) as run_id:
+        log_frame_input(train, "squad_train", "training")
+        log_frame_input(dev, "squad_dev", "evaluation")
+        if run_id is not None:
+            mlflow.log_params({k: str(v) for k, v in dataclasses.asdict(config).items()})
+        result = finetune_squad(train, dev, pretrained, config, source=source, mlflow_run_id=run_id)
+        record = {**result.record, "mlflow_run_id": run_id}
+        metrics = record["dev_metrics"]
+        logger.info(
+            "SQuAD %s best %s: dev EM %.2f, F1 %.2f",
+            record["version"],
+            record["best"],
+            metrics["exact_match"],
+            metrics["f1"],
+        )
+        if run_id is not None:
+            mlflow.log_metrics({f"best_dev_{k}": v for k, v in metrics.items()})
+            mlflow.log_params({f"best_{k}": v for k, v in record["best"].items()})
+            mlflow.log_dict(record, "squad_metrics.json")
+            mlflow.log_dict(result.predictions, "predictions.json")
+    null_odds = {k: float(v) for k, v in result.null_odds.items()}
+    return result.checkpoint, record, official_predictions(result.predictions), null_odds

@@ -28,9 +28,12 @@ class Window:
     offsets: list[tuple[int, int] | None]  # context character span of each token, else None
 
 
-def _label(
+def answer_tokens(
     offsets: list[tuple[int, int] | None], start_char: int, end_char: int
 ) -> tuple[int, int]:
+    """The first and last token of the characters [start_char, end_char) in a window whose
+    context tokens have `offsets` (None elsewhere), or (0, 0) when the window does not hold
+    them all: run_qa.py's rule."""
     context = [i for i, o in enumerate(offsets) if o is not None]
     first, last = context[0], context[-1]
     if not (offsets[first][0] <= start_char and offsets[last][1] >= end_char):
@@ -86,7 +89,7 @@ def build_windows(
             start = end = 0
             if len(texts) and not impossible:
                 start_char = int(starts[0])
-                start, end = _label(offsets, start_char, start_char + len(texts[0]))
+                start, end = answer_tokens(offsets, start_char, start_char + len(texts[0]))
             windows.append(
                 Window(
                     input_ids=[*head, *ids, sep_id],

@@ -61,8 +61,12 @@ def finetune(args: argparse.Namespace) -> None:
     source, checkpoint = checkpoint_for(args)
     config = finetune_config(args, args.lrs, progress_bar=False)
     tasks = {}
+    if args.resume and args.results.is_file():  # tasks of an interrupted run are kept
+        tasks = json.loads(args.results.read_text())["tasks"]
     for name in args.tasks:
         task = get_task(name)
+        if task.name in tasks:
+            continue
         splits = load_glue_tsv_task(args.glue_dir, task)
         train = sample(splits["train"], args.max_train_examples, 0)
         dev = pd.concat([splits[s] for s in task.dev_splits], ignore_index=True)
@@ -88,6 +92,11 @@ def finetune(args: argparse.Namespace) -> None:
             "trials": trials,
         }
         print(f"{args.name} {task.name}: {seconds:.0f} s, best {result.best}", flush=True)
+        write_results(args, source, tasks)
+
+
+def write_results(args: argparse.Namespace, source: str, tasks: dict) -> None:
+    """The trials so far (after every task, so an interrupted run keeps what it finished)."""
     res = {
         "name": args.name,
         "source": source,
@@ -284,6 +293,7 @@ def main() -> None:
     ft.add_argument("--max-seq-length", type=int, default=128)
     ft.add_argument("--threads", type=int, default=2)
     ft.add_argument("--results", type=Path, required=True)
+    ft.add_argument("--resume", action="store_true", help="keep --results' finished tasks")
     rep = sub.add_parser("report")
     rep.add_argument("--results", nargs="+", required=True)
     rep.add_argument("--baseline", default="random")

@@ -228,6 +228,8 @@ def run_features(args) -> list[dict]:
             )
         )
         print(json.dumps(out[-1]), flush=True)
+        with args.results.open("a", encoding="utf-8") as handle:  # each choice as it ends
+            handle.write(json.dumps(out[-1]) + "\n")
     return out
 
 
@@ -297,13 +299,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     args.model_dir = args.model_dir or minilm_dir()
     if args.command == "features":
-        records = run_features(args)
-    else:
-        records = [run_hf(args) if args.side == "hf" else run_ours(args)]
-        print(json.dumps(records[0]), flush=True)
+        run_features(args)
+        return
+    record = run_hf(args) if args.side == "hf" else run_ours(args)
+    print(json.dumps(record), flush=True)
     with args.results.open("a", encoding="utf-8") as handle:
-        for r in records:
-            handle.write(json.dumps(r) + "\n")
+        handle.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

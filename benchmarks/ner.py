@@ -4,7 +4,7 @@ approach per layer choice, and transformers' token-classification recipe as the 
 Each command appends one JSON line per run to `--results`; `report` writes ner.md.
 
     python benchmarks/ner.py finetune --side ours --results benchmarks/ner.jsonl
-    python benchmarks/ner.py finetune --side ours --no-pack --results benchmarks/ner.jsonl
+    python benchmarks/ner.py finetune --side ours --pack --results benchmarks/ner.jsonl
     python benchmarks/ner.py finetune --side hf --results benchmarks/ner.jsonl
     python benchmarks/ner.py features --results benchmarks/ner.jsonl
     python benchmarks/ner.py report --results benchmarks/ner.jsonl --out benchmarks/ner.md
@@ -12,7 +12,7 @@ Each command appends one JSON line per run to `--results`; `report` writes ner.m
 `--side hf` is AutoModelForTokenClassification + Trainer on the same checkpoint, sentences,
 hyperparameters and seed, tokenized as transformers' run_ner.py does (one sentence per
 sequence, the label on the first sub-token, -100 elsewhere), scored with seqeval on the same
-words; our `--no-pack` run sees the same windows.
+words; our run sees the same windows (`--pack`: a document's sentences packed per window).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def run_ours(args) -> dict:
     )
     wall = time.perf_counter() - start
     r = result.record
-    mode = "finetune" if args.pack else "finetune, one sentence per window"
+    mode = "finetune, packed documents" if args.pack else "finetune, one sentence per window"
     return record(
         args,
         "ours",
@@ -283,7 +283,7 @@ def main() -> None:
         p.add_argument("--results", type=Path, required=True)
         if name == "finetune":
             p.add_argument("--side", choices=("ours", "hf"), default="ours")
-            p.add_argument("--no-pack", dest="pack", action="store_false")
+            p.add_argument("--pack", action="store_true", help="pack a document's sentences")
         else:
             p.add_argument("--choices", nargs="+", default=list(LAYER_CHOICES))
             p.add_argument("--lstm-width", type=int, default=256)

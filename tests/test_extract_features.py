@@ -26,7 +26,7 @@ def test_cli_writes_one_row_per_token_with_hf_equal_vectors(tmp_path, model_dir)
     text.write_text("the cat finds the letter.\nthe river hears ||| a farmer paints.\n")
     out = tmp_path / "features.parquet"
     command = [sys.executable, "-m", "bert_pipeline.extract_features", "--model", str(model_dir)]
-    command += ["--input", str(text), "--output", str(out), "--layers", "-1", "-2", "0"]
+    command += ["--input", str(text), "--output", str(out), "--layers", "-1", "-2", "0", "-1"]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     frame = pd.read_parquet(out)

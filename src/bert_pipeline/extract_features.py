@@ -78,6 +78,7 @@ def extract_features(
         raise ValueError(
             f"--layers {bad}: the model has hidden states 0..{count - 1} (or -1..-{count})"
         )
+    layers = list(dict.fromkeys(layers))  # `--layers -1 -1` asks for one column
     encoded = encode_table(tokenizer, frame, max_seq_length)
     features = GlueFeatures(encoded, [0] * len(encoded), regression=False)
     columns: dict[str, list] = {"line": [], "position": [], "token": [], "segment": []}

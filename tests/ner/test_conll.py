@@ -51,6 +51,7 @@ def test_iob1_files_read_as_iob2_and_written_back(tmp_path):
     [
         ("Kelbridge NNP B-LOC", r"bad\.txt:4: expected 4 columns .* got 3"),
         ("Kelbridge NNP B-NP B-CITY", r"bad\.txt:4: unknown tag 'B-CITY'"),
+        ("Kelbridge NNP B-NP I-LOC", r"bad\.txt:4: I-LOC after B-PER is not IOB2.*IOB1"),
     ],
 )
 def test_malformed_lines_name_file_and_line(tmp_path, line, message):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 
-import pandas as pd
 import pytest
 import torch
 
@@ -68,15 +67,8 @@ def test_labels_on_first_sub_tokens_and_words_in_order(checkpoint, tables, pack)
 
 
 def _config(**extra):
-    return NerConfig(
-        learning_rates=[1e-3],
-        seeds=[3],
-        batch_size=4,
-        epochs=2,
-        max_seq_length=48,
-        progress_bar=False,
-        **extra,
-    )
+    values = dict(learning_rates=[1e-3], seeds=[3], batch_size=4, epochs=2, max_seq_length=48)
+    return NerConfig(progress_bar=False, **{**values, **extra})
 
 
 def test_finetuning_is_deterministic_and_the_saved_model_predicts_the_kept_tags(checkpoint, tables):
@@ -92,7 +84,7 @@ def test_finetuning_is_deterministic_and_the_saved_model_predicts_the_kept_tags(
     assert model.config.to_dict()["vocab_size"] == checkpoint["config"]["vocab_size"]
     assert result.model["config"]["id2label"]["1"] == "B-PER"
     tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
-    features = encode_split(tokenizer, t["dev"], LABEL2ID, 48)
+    features = encode_split(tokenizer, t["dev"], LABEL2ID, 48, pack=False)
     batch = features.collate(list(features))
     with torch.no_grad():
         _, logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
@@ -135,6 +127,22 @@ def test_a_stale_feature_cache_is_refused(checkpoint, tables):
     wider = _config(layer_choices=["embeddings"], lstm_width=8)
     with pytest.raises(ValueError, match=r"lacks layers \[0\] for layer choice 'embeddings'"):
         train_feature_tagger(t["train"], t["dev"], t["test"], cache, wider)
+    longer = _config(layer_choices=["last"], lstm_width=8, max_seq_length=64)
+    with pytest.raises(ValueError, match=r"other settings max_seq_length: 48 \(now 64\)"):
+        train_feature_tagger(t["train"], t["dev"], t["test"], cache, longer)
+
+
+def test_a_feature_trial_depends_on_its_seed_alone(checkpoint, tables):
+    """The tagger's init is drawn from the trial's seed, whatever ran in the process before
+    (so `--from-nodes train_ner_feature_tagger` reproduces a full run)."""
+    t = tables
+    config = _config(layer_choices=["last"], lstm_width=8, epochs=1)
+    cache = feature_cache(t, checkpoint, config)
+    first = train_feature_tagger(t["train"], t["dev"], t["test"], cache, config)
+    torch.rand(1000)  # the global RNG moves on, as after extract_ner_features or other trials
+    second = train_feature_tagger(t["train"], t["dev"], t["test"], cache, config)
+    for key, value in first.model["tensors"].items():
+        assert torch.equal(value, second.model["tensors"][key]), key
 
 
 def test_bad_parameters_are_named():
@@ -144,4 +152,3 @@ def test_bad_parameters_are_named():
         NerConfig.from_params({"layer_choices": ["top"]}, "finetune_ner.feature_based")
     with pytest.raises(ConfigError, match=r"finetune_ner.finetune.labels"):
         NerConfig.from_params({"labels": ["B-PER", "I-PER"]}, "finetune_ner.finetune")
-    assert isinstance(pd.DataFrame, type)

@@ -11,7 +11,7 @@ import pytest
 
 from bert_pipeline.io.squad_dataset import SquadDataset
 from bert_pipeline.schemas.squad import questions
-from bert_pipeline.squad.data import SquadDataError, read_squad
+from bert_pipeline.squad.data import SquadDataError, read_squad, table_from_hf
 from bert_pipeline.squad.evaluation import best_answers, normalize_answer, squad_metrics
 from bert_pipeline.squad.features import build_windows
 from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
@@ -58,6 +58,12 @@ def test_v1_and_v2_files_read_and_validate(tmp_path):
         (lambda qa: qa.update(question="  "), r"bad.json: question 'q0-0' is empty"),
         (lambda qa: qa.update(answers=[]), r"bad.json: question 'q0-0' has no answer"),
         (lambda qa: qa.update(id="q0-1"), r"bad.json: question id 'q0-1' appears twice"),
+        (lambda qa: qa.pop("question"), r"bad.json: question 'q0-0' is malformed .*'question'"),
+        (lambda qa: qa.update(question=None), r"bad.json: question 'q0-0' is empty"),
+        (
+            lambda qa: qa["answers"][0].pop("answer_start"),
+            r"bad.json: question 'q0-0' is malformed .*'answer_start'",
+        ),
     ],
 )
 def test_bad_questions_name_the_file_and_id(tmp_path, change, message):
@@ -94,6 +100,18 @@ def test_hf_layout_through_datasets(tmp_path):
     loaded = SquadDataset(source="hf", hf_data_dir=str(hub)).load()
     for split in ("train", "dev"):
         pd.testing.assert_frame_equal(loaded[split], files[split], check_dtype=False)
+
+
+def test_a_repeated_id_in_hf_rows_names_it():
+    row = {
+        "id": "a1",
+        "title": "t",
+        "context": "Mara sailed north.",
+        "question": "Who sailed?",
+        "answers": {"text": ["Mara"], "answer_start": [0]},
+    }
+    with pytest.raises(SquadDataError, match=r"hub:dev: question id 'a1' appears twice"):
+        table_from_hf(pd.DataFrame([row, row]), "hub:dev")
 
 
 def test_windows_share_doc_stride_tokens_and_carry_the_answer(checkpoint, tmp_path):

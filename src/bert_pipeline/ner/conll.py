@@ -23,11 +23,16 @@ class NerDataError(ValueError):
     """A CoNLL file or NER table that cannot be read; the message names the file and line."""
 
 
+def _opens_with_inside(previous: str, tag: str) -> bool:
+    """An I-X after O or another type: it opens an entity (IOB1's way, never IOB2's)."""
+    return tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:])
+
+
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
     """An I-X that opens an entity (after O or another type) becomes B-X."""
     out, previous = [], "O"
     for tag in tags:
-        if tag.startswith("I-") and (previous == "O" or previous[2:] != tag[2:]):
+        if _opens_with_inside(previous, tag):
             tag = "B-" + tag[2:]
         out.append(tag)
         previous = tag
@@ -89,6 +94,11 @@ def parse_conll(
                 f"{len(parts)}: {line!r}"
             )
         _check_tag(parts[-1], known, where)
+        if scheme == "IOB2" and _opens_with_inside(tags[-1] if tags else "O", parts[-1]):
+            raise NerDataError(
+                f"{where}: {parts[-1]} after {tags[-1] if tags else 'the sentence start'} is not "
+                "IOB2 (B- opens every entity): for an IOB1 file set conll_scheme=IOB1"
+            )
         tokens.append(parts[0])
         tags.append(parts[-1])
     flush()

@@ -65,7 +65,7 @@ def build_windows(
     frame: pd.DataFrame,
     label2id: Mapping[str, int],
     max_seq_length: int,
-    pack: bool = True,
+    pack: bool,
 ) -> list[Window]:
     """Windows of a sentence table (see the module docstring); `pack=False`: one per sentence."""
     if max_seq_length < 3:
@@ -134,7 +134,7 @@ def encode_split(
     frame: pd.DataFrame,
     label2id: Mapping[str, int],
     max_seq_length: int,
-    pack: bool = True,
+    pack: bool,
 ) -> NerFeatures:
     windows = build_windows(tokenizer, frame, label2id, max_seq_length, pack)
     return NerFeatures(windows, [len(t) for t in frame["tokens"]])

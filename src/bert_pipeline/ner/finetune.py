@@ -51,7 +51,7 @@ class NerConfig(FinetuneConfig):
     for the feature-based tagger, the layer choices and the BiLSTM."""
 
     labels: list[str] = field(default_factory=lambda: list(CONLL_LABELS))
-    pack_sentences: bool = True
+    pack_sentences: bool = False
     layer_choices: list[str] = field(default_factory=lambda: ["concat_last_four"])
     lstm_width: int = 384
     dropout: float = 0.5
@@ -170,11 +170,19 @@ def feature_cache(
         "layers": layers,
         "num_layers": num_layers,
         "encoder": source,
-        "max_seq_length": config.max_seq_length,
-        "pack_sentences": config.pack_sentences,
+        **_windowing(config),
         "words": {split: int(t.shape[0]) for split, t in tensors.items()},
     }
     return {"config": info, "tensors": tensors}
+
+
+def _windowing(config: NerConfig) -> dict:
+    """The settings that decide which words a feature was computed from."""
+    return {
+        "max_seq_length": config.max_seq_length,
+        "pack_sentences": config.pack_sentences,
+        "lowercase": config.lowercase,
+    }
 
 
 def _word_features(frame: pd.DataFrame, cache: Mapping, select: list[int], config: NerConfig):
@@ -199,6 +207,17 @@ def train_feature_tagger(
     mlflow_run_id: str | None = None,
 ) -> NerResult:
     """Trains the BiLSTM tagger on cached features over the (choice x lr x seed) grid."""
+    stale = {
+        k: (cache["config"].get(k), v)
+        for k, v in _windowing(config).items()
+        if cache["config"].get(k) != v
+    }
+    if stale:
+        raise ValueError(
+            "the feature cache was made with other settings "
+            + ", ".join(f"{k}: {c} (now {v})" for k, (c, v) in stale.items())
+            + ": run extract_ner_features again"
+        )
     cached = list(cache["config"]["layers"])
     num_layers = int(cache["config"]["num_layers"])
     hidden = int(cache["tensors"]["train"].shape[-1])
@@ -219,9 +238,11 @@ def train_feature_tagger(
             sets[choice] = tuple(
                 _word_features(f, cache, select, config) for f in (train, dev, test)
             )
-        model = FeatureTagger(
-            choice, len(wanted), hidden, config.lstm_width, len(config.labels), config.dropout
-        )
+        with torch.random.fork_rng():  # the init depends on the seed, not on earlier trials
+            torch.manual_seed(trial.seed)
+            model = FeatureTagger(
+                choice, len(wanted), hidden, config.lstm_width, len(config.labels), config.dropout
+            )
         data = FinetuneDataModule(
             sets[choice][0],
             [sets[choice][1]],

@@ -36,33 +36,49 @@ def _check(row: dict, where: str, labeled: bool) -> None:
         raise SquadDataError(f"{where}: question {row['id']!r} is impossible but has answers")
 
 
+def squad_version(*tables: pd.DataFrame) -> str:
+    """The SQuAD version of a run: 2.0 when any question is unanswerable (`is_impossible`)."""
+    return "2.0" if any(bool(t["is_impossible"].any()) for t in tables) else "1.1"
+
+
+def _table(rows: list[dict], source: str) -> pd.DataFrame:
+    seen: set[str] = set()
+    for row in rows:
+        if row["id"] in seen:
+            raise SquadDataError(f"{source}: question id {row['id']!r} appears twice")
+        seen.add(row["id"])
+    if not rows:
+        raise SquadDataError(f"{source}: no questions")
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
 def parse_squad(document: dict, source: str, labeled: bool = True) -> pd.DataFrame:
     """The questions of a SQuAD JSON document (`{"version", "data": [articles]}`)."""
     if not isinstance(document.get("data"), list):
         raise SquadDataError(f"{source}: no 'data' list of articles (not a SQuAD file)")
-    rows, seen = [], set()
+    rows = []
     for article in document["data"]:
         for paragraph in article.get("paragraphs", []):
-            context = paragraph["context"]
-            for qa in paragraph["qas"]:
-                answers = qa.get("answers", [])
-                row = {
-                    "id": str(qa["id"]),
-                    "title": article.get("title", ""),
-                    "context": context,
-                    "question": qa["question"],
-                    "answer_texts": [a["text"] for a in answers],
-                    "answer_starts": [int(a["answer_start"]) for a in answers],
-                    "is_impossible": bool(qa.get("is_impossible", False)),
-                }
+            for qa in paragraph.get("qas", []):
+                try:
+                    answers = qa.get("answers", [])
+                    row = {
+                        "id": str(qa["id"]),
+                        "title": str(article.get("title", "")),
+                        "context": str(paragraph["context"]),
+                        "question": str(qa["question"] or ""),
+                        "answer_texts": [str(a["text"]) for a in answers],
+                        "answer_starts": [int(a["answer_start"]) for a in answers],
+                        "is_impossible": bool(qa.get("is_impossible", False)),
+                    }
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    qid = qa.get("id", "without an id") if isinstance(qa, dict) else qa
+                    raise SquadDataError(
+                        f"{source}: question {qid!r} is malformed ({type(exc).__name__}: {exc})"
+                    ) from None
                 _check(row, source, labeled)
-                if row["id"] in seen:
-                    raise SquadDataError(f"{source}: question id {row['id']!r} appears twice")
-                seen.add(row["id"])
                 rows.append(row)
-    if not rows:
-        raise SquadDataError(f"{source}: no questions")
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return _table(rows, source)
 
 
 def read_squad(path: str | Path, labeled: bool = True) -> pd.DataFrame:
@@ -93,9 +109,7 @@ def table_from_hf(frame: pd.DataFrame, source: str) -> pd.DataFrame:
         }
         _check(row, source, labeled=False)
         rows.append(row)
-    if not rows:
-        raise SquadDataError(f"{source}: no questions")
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return _table(rows, source)
 
 
 def official_predictions(predictions: dict[str, str]) -> str:

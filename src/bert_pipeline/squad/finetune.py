@@ -13,6 +13,7 @@ import torch
 
 from bert_pipeline.model import BertForQuestionAnswering
 from bert_pipeline.model.checkpoint import model_to_checkpoint
+from bert_pipeline.squad.data import squad_version
 from bert_pipeline.squad.evaluation import best_answers, squad_metrics
 from bert_pipeline.squad.features import SquadFeatures, build_windows
 from bert_pipeline.training.config import ConfigError
@@ -64,10 +65,11 @@ class SquadModule(FinetuneModule):
         dev: pd.DataFrame,
         dev_windows: list,
         config: SquadConfig,
+        version_2: bool,
     ):
         super().__init__(model, trial, ["dev"])
         self.dev, self.dev_windows, self.config = dev, dev_windows, config
-        self.version_2 = bool(dev["is_impossible"].any())
+        self.version_2 = version_2
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         loss, _, _ = self.model(
@@ -135,6 +137,7 @@ def finetune_squad(
     train_windows = build_windows(tokenizer, train, *shape)
     dev_windows = build_windows(tokenizer, dev, *shape)
     train_set, dev_set = SquadFeatures(train_windows), SquadFeatures(dev_windows)
+    version = squad_version(train, dev)
 
     def build(trial: TrialParams) -> tuple[SquadModule, FinetuneDataModule]:
         model = with_new_head(
@@ -143,12 +146,12 @@ def finetune_squad(
         data = FinetuneDataModule(
             train_set, [dev_set], None, config.batch_size, config.eval_batch_size, trial.seed
         )
-        return SquadModule(model, trial, dev, dev_windows, config), data
+        return SquadModule(model, trial, dev, dev_windows, config, version == "2.0"), data
 
     grid = run_grid("squad", config, build, mlflow_run_id=mlflow_run_id)
     kept = grid.module.best_predictions[0]
     record = {
-        "version": "2.0" if dev["is_impossible"].any() or train["is_impossible"].any() else "1.1",
+        "version": version,
         "dev_metrics": grid.dev_metrics["dev"],
         "best": best_summary(grid),
         "trials": grid.trials,

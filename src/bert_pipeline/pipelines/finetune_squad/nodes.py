@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 from typing import Any
 
 import mlflow
 import pandas as pd
 
-from bert_pipeline.squad.data import official_predictions
+from bert_pipeline.squad.data import official_predictions, squad_version
 from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
 from bert_pipeline.training.core import child_run, log_frame_input
 
@@ -46,9 +47,7 @@ def finetune_squad_model(
         pretrained.get("config", {}).get("_name_or_path")
         or "the checkpoint squad_pretrained_model (runtime parameter squad_model_dir)"
     )
-    with child_run(
-        "squad", tags={"squad_version": "2.0" if dev["is_impossible"].any() else "1.1"}
-    ) as run_id:
+    with child_run("squad", tags={"squad_version": squad_version(train, dev)}) as run_id:
         log_frame_input(train, "squad_train", "training")
         log_frame_input(dev, "squad_dev", "evaluation")
         if run_id is not None:
@@ -68,5 +67,6 @@ def finetune_squad_model(
             mlflow.log_params({f"best_{k}": v for k, v in record["best"].items()})
             mlflow.log_dict(record, "squad_metrics.json")
             mlflow.log_dict(result.predictions, "predictions.json")
-    null_odds = {k: float(v) for k, v in result.null_odds.items()}
+    # No valid span at all: never answer; the largest float keeps the file strict JSON.
+    null_odds = {k: min(float(v), sys.float_info.max) for k, v in result.null_odds.items()}
     return result.checkpoint, record, official_predictions(result.predictions), null_odds

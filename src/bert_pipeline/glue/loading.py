@@ -16,6 +16,7 @@ from typing import Literal
 
 import pandas as pd
 
+from bert_pipeline.data.hub import load_split
 from bert_pipeline.glue.tasks import GlueTask, TsvLayout, get_task, hf_split
 
 logger = logging.getLogger(__name__)
@@ -224,28 +225,20 @@ def load_hf_task(
     (`<data_dir>/<config>/<hf split>-*.parquet`, e.g. `rte/validation-00000-of-00001.parquet`),
     which is how the hub stores `nyu-mll/glue`; otherwise downloads `path`/`config`.
     """
-    import datasets
-
     task = get_task(task) if isinstance(task, str) else task
     out = {}
     for split in task.splits:
-        name = hf_split(task, split)
-        if data_dir is not None:
-            folder = Path(data_dir) / task.hf_config
-            files = sorted(str(p) for p in folder.glob(f"{name}-*.parquet"))
-            if not files:
-                raise GlueDataError(
-                    f"missing split {split!r} of task {task.name!r}: no {name}-*.parquet in "
-                    f"{folder}"
-                )
-            ds = datasets.load_dataset(
-                "parquet", data_files={name: files}, split=name, cache_dir=cache_dir
+        local = None if data_dir is None else Path(data_dir) / task.hf_config
+        try:
+            ds, source = load_split(
+                path,
+                hf_split(task, split),
+                config=task.hf_config,
+                data_dir=local,
+                revision=revision,
+                cache_dir=cache_dir,
             )
-            source = f"{folder}/{name}-*.parquet"
-        else:
-            ds = datasets.load_dataset(
-                path, task.hf_config, split=name, revision=revision, cache_dir=cache_dir
-            )
-            source = f"{path}/{task.hf_config}:{name}"
+        except FileNotFoundError as exc:
+            raise GlueDataError(f"missing split {split!r} of task {task.name!r}: {exc}") from None
         out[split] = hf_to_frame(ds.to_pandas(), task, split, source)
     return out

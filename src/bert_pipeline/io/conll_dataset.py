@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 from kedro.io.core import AbstractDataset, DatasetError
 
+from bert_pipeline.data.hub import load_split
 from bert_pipeline.ner.conll import SCHEMES, NerDataError, read_conll, table_from_hf
 
 SOURCES = ("conll", "hf")
@@ -69,18 +70,11 @@ class ConllDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         return {split: self._load_hf(split) for split in SPLITS}
 
     def _load_hf(self, split: str) -> pd.DataFrame:
-        import datasets
-
-        name = self._hf_splits[split]
-        if self._hf_data_dir is not None:
-            files = sorted(str(p) for p in Path(self._hf_data_dir).glob(f"{name}-*.parquet"))
-            if not files:
-                raise NerDataError(f"no {name}-*.parquet in {self._hf_data_dir}")
-            ds = datasets.load_dataset("parquet", data_files={name: files}, split=name)
-            source = f"{self._hf_data_dir}/{name}-*.parquet"
-        else:
-            ds = datasets.load_dataset(self._hf_path, split=name)
-            source = f"{self._hf_path}:{name}"
+        try:
+            name = self._hf_splits[split]
+            ds, source = load_split(self._hf_path, name, data_dir=self._hf_data_dir)
+        except FileNotFoundError as exc:
+            raise NerDataError(str(exc)) from None
         names = getattr(ds.features.get("ner_tags"), "feature", None)
         if names is not None and getattr(names, "names", None) not in (None, self._labels):
             raise NerDataError(

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 from kedro.io.core import AbstractDataset, DatasetError
 
+from bert_pipeline.data.hub import load_split
 from bert_pipeline.squad.data import SquadDataError, read_squad, table_from_hf
 
 SOURCES = ("json", "hf")
@@ -59,18 +60,11 @@ class SquadDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         return {s: self._load_hf(s) for s in SPLITS}
 
     def _load_hf(self, split: str) -> pd.DataFrame:
-        import datasets
-
-        name = self._hf_splits[split]
-        if self._hf_data_dir is not None:
-            files = sorted(str(p) for p in Path(self._hf_data_dir).glob(f"{name}-*.parquet"))
-            if not files:
-                raise SquadDataError(f"no {name}-*.parquet in {self._hf_data_dir}")
-            ds = datasets.load_dataset("parquet", data_files={name: files}, split=name)
-            source = f"{self._hf_data_dir}/{name}-*.parquet"
-        else:
-            ds = datasets.load_dataset(self._hf_path, split=name)
-            source = f"{self._hf_path}:{name}"
+        try:
+            name = self._hf_splits[split]
+            ds, source = load_split(self._hf_path, name, data_dir=self._hf_data_dir)
+        except FileNotFoundError as exc:
+            raise SquadDataError(str(exc)) from None
         return table_from_hf(ds.to_pandas(), source)
 
     def save(self, data: None) -> None:

@@ -80,6 +80,7 @@ def test_both_taggers_end_to_end(ner_project, mlflow_uri: str):
     for run in children.values():
         assert "mlflow.parentRunId" in run.data.tags
         assert {"best_dev_f1", "test_f1"} <= set(run.data.metrics)
+        assert run.data.params["max_seq_length"] == "48"  # the hyperparameters are its params
         names = {i.dataset.name for i in run.inputs.dataset_inputs}
         assert names == {"conll_train", "conll_dev", "conll_test"}
     history = client.get_metric_history(

@@ -67,6 +67,7 @@ def test_squad_v2_end_to_end(squad_project, mlflow_uri: str):
     (child,) = [r for r in runs if "squad_version" in r.data.tags]
     assert child.data.tags["squad_version"] == "2.0"
     assert {"best_dev_f1", "best_dev_HasAns_f1"} <= set(child.data.metrics)
+    assert child.data.params["doc_stride"] == "8"  # the hyperparameters are the run's params
     assert {i.dataset.name for i in child.inputs.dataset_inputs} == {"squad_train", "squad_dev"}
     assert "predictions.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
 

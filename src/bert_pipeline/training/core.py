@@ -8,6 +8,7 @@ kedro-mlflow opened, or a child run of it per fine-tuning task.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -143,6 +144,15 @@ def child_run(name: str, tags: dict[str, str]) -> Iterator[str | None]:
         return
     with mlflow.start_run(run_name=name, nested=True, tags=tags) as run:
         yield run.info.run_id
+
+
+def log_config(config: Any, **extra: Any) -> None:
+    """A task's hyperparameters (a dataclass) and `extra` as the active run's parameters."""
+    import mlflow
+
+    if mlflow.active_run() is not None:
+        values = {k: str(v) for k, v in dataclasses.asdict(config).items()}
+        mlflow.log_params({**values, **{k: str(v) for k, v in extra.items()}})
 
 
 def mlflow_logger(

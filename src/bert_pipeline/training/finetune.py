@@ -105,6 +105,12 @@ class TrialParams:
 # ---------------------------------------------------------------------------- checkpoints
 
 
+def checkpoint_source(checkpoint: Mapping, dataset: str, parameter: str) -> str:
+    """How errors name a checkpoint: its folder, else the catalog entry and runtime parameter."""
+    folder = checkpoint.get("config", {}).get("_name_or_path")
+    return str(folder or f"the checkpoint {dataset} (runtime parameter {parameter})")
+
+
 def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool) -> Tokenizer:
     """The tokenizer stored in a checkpoint's folder (tokenizer.json, else vocab.txt)."""
     files = checkpoint.get("tokenizer_files") or {}

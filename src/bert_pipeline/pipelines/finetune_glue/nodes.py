@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -21,7 +20,8 @@ from bert_pipeline.glue.report import (
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
 from bert_pipeline.serving import log_checkpoint_model
-from bert_pipeline.training.core import child_run, log_frame_input
+from bert_pipeline.training.core import child_run, log_config, log_frame_input
+from bert_pipeline.training.finetune import checkpoint_source
 
 logger = logging.getLogger(__name__)
 
@@ -117,22 +117,11 @@ def finetune_glue_task(
     """
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
-    source = str(
-        pretrained.get("config", {}).get("_name_or_path")
-        or "the checkpoint glue_pretrained_model (runtime parameter glue_model_dir)"
-    )
+    source = checkpoint_source(pretrained, "glue_pretrained_model", "glue_model_dir")
     with child_run(f"glue_{task.name}", tags={"glue_task": task.name}) as run_id:
         log_frame_input(train, f"glue_{task.name}_train", "training")
         log_frame_input(dev, f"glue_{task.name}_dev", "evaluation")
-        if run_id is not None:
-            mlflow.log_params(
-                {
-                    **{k: str(v) for k, v in dataclasses.asdict(config).items()},
-                    "task": task.name,
-                    "train_examples": len(train),
-                    "dev_examples": len(dev),
-                }
-            )
+        log_config(config, task=task.name, train_examples=len(train), dev_examples=len(dev))
         result = finetune_task(
             task, train, dev, test, pretrained, config, source=source, mlflow_run_id=run_id
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
@@ -17,7 +16,8 @@ from bert_pipeline.ner.finetune import (
     finetune_ner,
     train_feature_tagger,
 )
-from bert_pipeline.training.core import child_run, log_frame_input
+from bert_pipeline.training.core import child_run, log_config, log_frame_input
+from bert_pipeline.training.finetune import checkpoint_source
 
 logger = logging.getLogger(__name__)
 
@@ -45,18 +45,14 @@ def ner_config(params: dict[str, Any], section: str) -> NerConfig:
 
 
 def _source(checkpoint: dict) -> str:
-    return str(
-        checkpoint.get("config", {}).get("_name_or_path")
-        or "the checkpoint ner_pretrained_model (runtime parameter ner_model_dir)"
-    )
+    return checkpoint_source(checkpoint, "ner_pretrained_model", "ner_model_dir")
 
 
-def _log_inputs(config: NerConfig, tables: tuple, run_id: str | None) -> None:
+def _log_inputs(config: NerConfig, tables: tuple) -> None:
     """The tagger's child run: its data as dataset inputs and its hyperparameters."""
     for table, split in zip(tables, ("train", "dev", "test"), strict=True):
         log_frame_input(table, f"conll_{split}", "training" if split == "train" else split)
-    if run_id is not None:
-        mlflow.log_params({k: str(v) for k, v in dataclasses.asdict(config).items()})
+    log_config(config)
 
 
 def _report(result: NerResult, run_id: str | None) -> None:
@@ -96,7 +92,7 @@ def finetune_ner_model(
     """Fine-tunes BERT for NER: the best model, its record and CoNLL-format predictions."""
     config = ner_config(params, "finetune")
     with child_run("ner_finetune", tags={"ner_mode": "finetune"}) as run_id:
-        _log_inputs(config, (train, dev, test), run_id)
+        _log_inputs(config, (train, dev, test))
         result = finetune_ner(
             train, dev, test, pretrained, config, source=_source(pretrained), mlflow_run_id=run_id
         )
@@ -128,7 +124,7 @@ def train_ner_feature_tagger(
     """Trains the BiLSTM tagger on the cached features, over the configured layer choices."""
     config = ner_config(params, "feature_based")
     with child_run("ner_feature_based", tags={"ner_mode": "feature_based"}) as run_id:
-        _log_inputs(config, (train, dev, test), run_id)
+        _log_inputs(config, (train, dev, test))
         result = train_feature_tagger(train, dev, test, cache, config, mlflow_run_id=run_id)
         result.record["mlflow_run_id"] = run_id
         result.record["encoder"] = cache["config"]["encoder"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 from typing import Any
@@ -12,7 +11,8 @@ import pandas as pd
 
 from bert_pipeline.squad.data import official_predictions, squad_version
 from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
-from bert_pipeline.training.core import child_run, log_frame_input
+from bert_pipeline.training.core import child_run, log_config, log_frame_input
+from bert_pipeline.training.finetune import checkpoint_source
 
 logger = logging.getLogger(__name__)
 
@@ -43,15 +43,11 @@ def finetune_squad_model(
     """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
     and the null odds (v2.0: no-answer score minus best span score per question)."""
     config = SquadConfig.from_params(params.get("training") or {}, "finetune_squad.training")
-    source = str(
-        pretrained.get("config", {}).get("_name_or_path")
-        or "the checkpoint squad_pretrained_model (runtime parameter squad_model_dir)"
-    )
+    source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")
     with child_run("squad", tags={"squad_version": squad_version(train, dev)}) as run_id:
         log_frame_input(train, "squad_train", "training")
         log_frame_input(dev, "squad_dev", "evaluation")
-        if run_id is not None:
-            mlflow.log_params({k: str(v) for k, v in dataclasses.asdict(config).items()})
+        log_config(config)
         result = finetune_squad(train, dev, pretrained, config, source=source, mlflow_run_id=run_id)
         record = {**result.record, "mlflow_run_id": run_id}
         metrics = record["dev_metrics"]

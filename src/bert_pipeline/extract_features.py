@@ -64,6 +64,7 @@ def extract_features(
     batch_size: int = 32,
     lowercase: bool = True,
     source: str = "checkpoint",
+    device: str = "cpu",
 ) -> pa.Table:
     """The token rows of `frame`'s texts (see the module docstring) as an Arrow table;
     `max_seq_length` defaults to 128 or the model's max_position_embeddings if smaller."""
@@ -71,7 +72,8 @@ def extract_features(
         max_seq_length = min(128, checkpoint["config"].get("max_position_embeddings", 512))
     tokenizer = tokenizer_from_checkpoint(checkpoint, source, lowercase)
     check_checkpoint(checkpoint, tokenizer, source, max_seq_length)
-    model = model_from_checkpoint(encoder_only(checkpoint), BertModel, source=source).eval()
+    model = model_from_checkpoint(encoder_only(checkpoint), BertModel, source=source)
+    model = model.to(device).eval()
     count = model.config.num_hidden_layers + 1
     bad = [i for i in layers if not -count <= i < count]
     if bad:
@@ -85,9 +87,8 @@ def extract_features(
     columns.update({f"layer_{i}": [] for i in layers})
     line = 0
     for batch in tqdm(sequential_loader(features, batch_size), desc="extract", unit="batch"):
-        states = hidden_states(
-            model, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
-        )
+        inputs = [batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")]
+        states = [h.cpu() for h in hidden_states(model, *inputs)]
         for row in range(batch["input_ids"].shape[0]):
             n = int(batch["attention_mask"][row].sum())
             ids = batch["input_ids"][row, :n].tolist()
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, nargs="+", default=[-1, -2, -3, -4])
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: 128")
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--device", default=None, help="torch device; default: cuda if present")
     parser.add_argument(
         "--cased", action="store_true", help="vocab.txt without tokenizer.json: keep case"
     )
@@ -131,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             batch_size=args.batch_size,
             lowercase=not args.cased,
             source=str(args.model),
+            device=args.device or ("cuda" if torch.cuda.is_available() else "cpu"),
         )
     except (ValueError, FileNotFoundError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

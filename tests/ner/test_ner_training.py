@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from bert_pipeline.model import BertForTokenClassification
+from bert_pipeline.model import BertForTokenClassification, BertModel, hidden_states
 from bert_pipeline.model.checkpoint import model_from_checkpoint
 from bert_pipeline.ner.conll import parse_conll
 from bert_pipeline.ner.features import IGNORE, build_windows, encode_split
@@ -20,7 +20,7 @@ from bert_pipeline.ner.finetune import (
     train_feature_tagger,
 )
 from bert_pipeline.ner.module import WordFeatures, choice_layers
-from bert_pipeline.training.finetune import tokenizer_from_checkpoint
+from bert_pipeline.training.finetune import encoder_only, tokenizer_from_checkpoint
 from tests.glue.helpers import tiny_checkpoint
 from tests.ner.helpers import conll_text, sentence
 
@@ -100,6 +100,16 @@ def test_feature_based_cache_choices_and_tagger(checkpoint, tables):
     words = int(t["train"]["tokens"].map(len).sum())
     assert tuple(cache["tensors"]["train"].shape) == (words, 3, 128)
     assert cache["tensors"]["train"].dtype == torch.float16
+    tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
+    first = encode_split(tokenizer, t["train"].head(1), LABEL2ID, 48, pack=False)
+    batch = first.collate(list(first))
+    encoder = model_from_checkpoint(encoder_only(checkpoint), BertModel).eval()
+    with torch.no_grad():
+        states = hidden_states(
+            encoder, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+        )
+    expected = torch.stack(states, dim=2)[batch["first"]].half()  # every word's first piece
+    assert torch.equal(cache["tensors"]["train"][: len(expected)], expected)
     result = train_feature_tagger(t["train"], t["dev"], t["test"], cache, config)
     assert [r["tag"] for r in result.record["trials"]] == config.layer_choices
     assert set(result.record["dev_f1_by_choice"]) == set(config.layer_choices)

@@ -24,11 +24,12 @@ from bert_pipeline.ner.module import (
     FeatureNerModule,
     FeatureTagger,
     NerModule,
+    WordFeatureExtractor,
     WordFeatures,
     choice_layers,
-    extract_word_features,
 )
 from bert_pipeline.training.config import ConfigError
+from bert_pipeline.training.core import build_trainer
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
     FinetuneDataModule,
@@ -38,6 +39,7 @@ from bert_pipeline.training.finetune import (
     check_checkpoint,
     encoder_only,
     run_grid,
+    sequential_loader,
     tokenizer_from_checkpoint,
     with_new_head,
 )
@@ -160,12 +162,14 @@ def feature_cache(
     encoder = model_from_checkpoint(encoder_only(checkpoint), BertModel, source=source)
     num_layers = encoder.config.num_hidden_layers
     layers = sorted({i for c in config.layer_choices for i in choice_layers(c, num_layers)})
+    extractor, trainer = WordFeatureExtractor(encoder, layers), build_trainer(config)
     tensors = {}
     for split, frame in tables.items():
         encoded = encode_split(
             tokenizer, frame, config.label2id, config.max_seq_length, config.pack_sentences
         )
-        tensors[split] = extract_word_features(encoder, encoded, layers, config.eval_batch_size)
+        loader = sequential_loader(encoded, config.eval_batch_size)
+        tensors[split] = torch.cat(trainer.predict(extractor, dataloaders=loader))
     info = {
         "layers": layers,
         "num_layers": num_layers,

@@ -2,13 +2,14 @@
 
 Fine-tuning: BertForTokenClassification, all weights trained, read at first sub-tokens.
 Feature-based: BERT frozen; per word, the hidden states of chosen layers (computed once, see
-`extract_word_features`) go through a two-layer BiLSTM and a linear classifier.
+`WordFeatureExtractor`) go through a two-layer BiLSTM and a linear classifier.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,9 +17,9 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.data import Dataset
 
 from bert_pipeline.model import BertModel, hidden_states
-from bert_pipeline.ner.features import IGNORE, NerFeatures, split_words
+from bert_pipeline.ner.features import IGNORE, split_words
 from bert_pipeline.ner.metrics import entity_metrics
-from bert_pipeline.training.finetune import FinetuneModule, TrialParams, sequential_loader
+from bert_pipeline.training.finetune import FinetuneModule, TrialParams
 
 # The paper's Table 7 choices; layer 0 is the embeddings' output, L the last layer's.
 LAYER_CHOICES = (
@@ -94,21 +95,21 @@ class NerModule(FinetuneModule):
 # ---------------------------------------------------------------------------- feature-based
 
 
-@torch.no_grad()
-def extract_word_features(
-    encoder: BertModel, features: NerFeatures, layers: Sequence[int], batch_size: int
-) -> torch.Tensor:
-    """[words, len(layers), hidden] float16: each word's first-sub-token hidden states, from
-    one pass of the frozen encoder in eval mode (no dropout)."""
-    encoder.eval()
-    out = []
-    for batch in sequential_loader(features, batch_size):
+class WordFeatureExtractor(pl.LightningModule):
+    """The frozen encoder as a predictor: each word's first-sub-token hidden states of `layers`,
+    [words, len(layers), hidden] float16 per batch. Run by `Trainer.predict`, so the one Trainer
+    builder's accelerator and precision apply (eval mode, no gradients)."""
+
+    def __init__(self, encoder: BertModel, layers: Sequence[int]):
+        super().__init__()
+        self.encoder, self.layers = encoder, list(layers)
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         states = hidden_states(
-            encoder, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+            self.encoder, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
         )
-        stacked = torch.stack([states[i] for i in layers], dim=2)  # [B, T, K, H]
-        out.append(stacked[batch["first"]].half())
-    return torch.cat(out)
+        stacked = torch.stack([states[i] for i in self.layers], dim=2)  # [B, T, K, H]
+        return stacked[batch["first"]].half()
 
 
 class WordFeatures(Dataset):

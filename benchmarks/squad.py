@@ -3,6 +3,9 @@ official dev set): our fine-tuning and transformers' question-answering recipe s
 
     python benchmarks/squad.py finetune --side ours --results benchmarks/squad.jsonl
     python benchmarks/squad.py finetune --side hf --results benchmarks/squad.jsonl
+
+(squad.md's rows: `--epochs 1 --max-seq-length 256 --doc-stride 128 --threads 1`, both sides
+side by side: about 2 h each on one core of the project's CPU.)
     python benchmarks/squad.py report --results benchmarks/squad.jsonl --out benchmarks/squad.md
 
 `--side hf` is AutoModelForQuestionAnswering + Trainer on the same checkpoint, questions,

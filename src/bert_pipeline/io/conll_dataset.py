@@ -70,8 +70,8 @@ class ConllDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         return {split: self._load_hf(split) for split in SPLITS}
 
     def _load_hf(self, split: str) -> pd.DataFrame:
+        name = self._hf_splits[split]
         try:
-            name = self._hf_splits[split]
             ds, source = load_split(self._hf_path, name, data_dir=self._hf_data_dir)
         except FileNotFoundError as exc:
             raise NerDataError(str(exc)) from None

@@ -60,8 +60,8 @@ class SquadDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         return {s: self._load_hf(s) for s in SPLITS}
 
     def _load_hf(self, split: str) -> pd.DataFrame:
+        name = self._hf_splits[split]
         try:
-            name = self._hf_splits[split]
             ds, source = load_split(self._hf_path, name, data_dir=self._hf_data_dir)
         except FileNotFoundError as exc:
             raise SquadDataError(str(exc)) from None

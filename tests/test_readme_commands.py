@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -322,7 +323,11 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     stats = json.loads(
         (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()
     )
-    assert stats["n_documents"] == 12
+    documents = pd.read_parquet(tmp_path / "data" / "02_intermediate" / "pretrain_documents")
+    assert len(documents) == 12  # every article of the three files
+    assert stats["is_next_rate"] == 1  # the budget pretrains MLM only
+    metrics = json.loads((tmp_path / "data" / "08_reporting" / "pretrain_metrics.json").read_text())
+    assert "val/nsp_accuracy" not in metrics
     export = tmp_path / "data" / "06_models" / "bert_pretrained"
     transformers = pytest.importorskip("transformers")
     model = transformers.BertModel.from_pretrained(export)

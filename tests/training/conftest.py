@@ -70,7 +70,9 @@ def tiny_examples(tiny_tokenizer) -> pd.DataFrame:
     return make_examples(tiny_tokenizer)
 
 
-def write_shards(frame: pd.DataFrame, tokenizer, folder, n_shards: int = 2):
+def write_shards(
+    frame: pd.DataFrame, tokenizer, folder, n_shards: int = 2, parameters: dict | None = None
+):
     """`frame` saved as a pretraining_examples folder (Arrow shards + manifest), loaded back."""
     import pyarrow as pa
 
@@ -81,7 +83,10 @@ def write_shards(frame: pd.DataFrame, tokenizer, folder, n_shards: int = 2):
     step = -(-table.num_rows // n_shards)
     parts = [table.slice(i, step) for i in range(0, table.num_rows, step)]
     dataset = ExampleShardsDataset(str(folder))
-    dataset.save(ExampleShards(parts, {"tokenizer_sha256": tokenizer_fingerprint(tokenizer)}))
+    manifest = {"tokenizer_sha256": tokenizer_fingerprint(tokenizer)}
+    if parameters is not None:
+        manifest["parameters"] = parameters  # as pretrain_data records its examples' settings
+    dataset.save(ExampleShards(parts, manifest))
     return dataset.load()
 
 

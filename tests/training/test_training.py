@@ -36,6 +36,7 @@ from bert_pipeline.training.data import (
 )
 from bert_pipeline.training.module import BertPretrainingModule
 from bert_pipeline.training.trainer import run_training
+from tests.training.conftest import write_shards
 
 _NESTED = {  # short names the tests use -> the parameter paths of pretrain_model
     "lr": ("optimizer", "lr"),
@@ -332,6 +333,32 @@ def test_pretraining_refuses_examples_of_another_tokenizer(tmp_path, tiny_shards
         r"\w{12}: the last pretrain_data run did not finish; rerun",
         message,
     )
+
+
+@pytest.mark.parametrize("made_with_nsp", [False, True])
+def test_pretraining_refuses_examples_made_for_the_other_nsp_setting(
+    tmp_path, tiny_examples, tiny_tokenizer, made_with_nsp
+):
+    """conf/budget sets pretrain_data.examples.next_sentence; the model side must follow it."""
+    from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
+
+    shards = write_shards(
+        tiny_examples, tiny_tokenizer, tmp_path / "ex", parameters={"next_sentence": made_with_nsp}
+    )
+    params = {
+        "checkpoint_dir": str(tmp_path / "ckpt"),
+        "accelerator": "cpu",
+        "next_sentence": not made_with_nsp,
+    }
+    with pytest.raises(ValueError) as info:
+        pretrain_bert(shards, tiny_tokenizer, params)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"pretrain_model.next_sentence={str(not made_with_nsp).lower()}, but pretraining_examples "
+        f"were made with pretrain_data.examples.next_sentence={str(made_with_nsp).lower()}"
+    )
+    assert not (tmp_path / "ckpt").exists()
 
 
 class KillAt(Callback):

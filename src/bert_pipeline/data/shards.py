@@ -86,6 +86,21 @@ class ExampleShards:
                 "`kedro run --pipeline pretrain_data`"
             )
 
+    def check_next_sentence(self, next_sentence: bool, where: str = "pretraining_examples") -> None:
+        """One-line refusal when training and examples disagree on NSP.
+
+        NSP on examples whose B always continues A would learn a constant, and MLM only on
+        examples with random B segments is not the paper's No-NSP ablation; the two settings
+        only drift apart when an environment overrides one of them.
+        """
+        made = self.manifest.get("parameters", {}).get("next_sentence")
+        if made is not None and bool(made) != bool(next_sentence):
+            raise ValueError(
+                f"pretrain_model.next_sentence={str(next_sentence).lower()}, but {where} were "
+                f"made with pretrain_data.examples.next_sentence={str(made).lower()}: set both "
+                "(an environment that overrides one must override the other)"
+            )
+
 
 def load_example_shards(folder: str | Path) -> ExampleShards:
     """The shards of a complete examples folder (after undoing a killed save's leftovers)."""

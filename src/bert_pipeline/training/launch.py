@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = load_tokenizer(args.tokenizer)
     shards = load_example_shards(args.examples)
     shards.check_tokenizer(tokenizer, where=args.examples)
+    shards.check_next_sentence(cfg.next_sentence, where=args.examples)
 
     run_id, owns_run = args.mlflow_run_id, False
     if not run_id and args.mlflow_experiment and _global_rank() == 0:

@@ -55,6 +55,7 @@ def pretrain_bert(
     """
     cfg = TrainingConfig.from_params(params)
     examples.check_tokenizer(tokenizer)
+    examples.check_next_sentence(cfg.next_sentence)
     run_id, tracking_uri = active_run()
     folder = examples.paths()[0].parent
     log_table_input(

@@ -169,10 +169,10 @@ def plot(runs: dict[str, dict], path: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     for ax, key in zip(axes, CURVES, strict=True):
-        for name, run in runs.items():
+        for i, (name, run) in enumerate(runs.items()):
             points = run["curves"][key]
-            if points:
-                ax.plot(*zip(*points, strict=True), label=name)
+            if points:  # one colour per run in every panel (MLM-only runs have no NSP curve)
+                ax.plot(*zip(*points, strict=True), label=name, color=f"C{i}")
         ax.set_title(f"held-out {key.split('/')[1].replace('_', ' ')}")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

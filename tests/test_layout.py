@@ -19,3 +19,15 @@ def test_ml_packages_import_without_kedro(project_root):
         [sys.executable, "-c", script], cwd=project_root, capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_no_parameter_interpolates_another_parameter(project_root):
+    """Kedro resolves each environment's interpolations before merging the environments: a
+    `${pretrain_data...}` copy in base would keep base's value when an environment (conf/budget)
+    overrides the original. Settings that must agree are read from the data instead."""
+    import re
+
+    allowed = ("runtime_params:", "globals:", "oc.env:")
+    for path in sorted((project_root / "conf").glob("*/parameters*.yml")):
+        for match in re.finditer(r"\$\{([^}]*)\}", path.read_text(encoding="utf-8")):
+            assert match.group(1).strip().startswith(allowed), f"{path}: {match.group(0)}"

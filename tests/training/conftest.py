@@ -70,8 +70,21 @@ def tiny_examples(tiny_tokenizer) -> pd.DataFrame:
     return make_examples(tiny_tokenizer)
 
 
+# The manifest's record of the settings that made the tiny examples (pretrain_data.examples)
+EXAMPLE_PARAMETERS = {
+    "max_seq_length": 64,
+    "masked_lm_prob": 0.15,
+    "max_predictions_per_seq": 20,
+    "next_sentence": True,
+}
+
+
 def write_shards(
-    frame: pd.DataFrame, tokenizer, folder, n_shards: int = 2, parameters: dict | None = None
+    frame: pd.DataFrame,
+    tokenizer,
+    folder,
+    n_shards: int = 2,
+    parameters: dict | None = EXAMPLE_PARAMETERS,
 ):
     """`frame` saved as a pretraining_examples folder (Arrow shards + manifest), loaded back."""
     import pyarrow as pa

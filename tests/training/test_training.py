@@ -36,7 +36,7 @@ from bert_pipeline.training.data import (
 )
 from bert_pipeline.training.module import BertPretrainingModule
 from bert_pipeline.training.trainer import run_training
-from tests.training.conftest import write_shards
+from tests.training.conftest import EXAMPLE_PARAMETERS, write_shards
 
 _NESTED = {  # short names the tests use -> the parameter paths of pretrain_model
     "lr": ("optimizer", "lr"),
@@ -48,6 +48,11 @@ _NESTED = {  # short names the tests use -> the parameter paths of pretrain_mode
 
 
 def tiny_config(tmp_path, **overrides) -> TrainingConfig:
+    return TrainingConfig.from_params(tiny_params(tmp_path, **overrides))
+
+
+def tiny_params(tmp_path, **overrides) -> dict:
+    """`pretrain_model` parameters of a seconds-long run on the tiny examples."""
     params = {
         "model": {
             "preset": "tiny",
@@ -74,7 +79,7 @@ def tiny_config(tmp_path, **overrides) -> TrainingConfig:
             params[group][name] = value
         else:
             params[key] = value
-    return TrainingConfig.from_params(params)
+    return params
 
 
 def datamodule(tokenizer, examples, **kwargs) -> PretrainingDataModule:
@@ -336,28 +341,49 @@ def test_pretraining_refuses_examples_of_another_tokenizer(tmp_path, tiny_shards
 
 
 @pytest.mark.parametrize("made_with_nsp", [False, True])
-def test_pretraining_refuses_examples_made_for_the_other_nsp_setting(
+def test_pretraining_takes_nsp_from_the_examples(
     tmp_path, tiny_examples, tiny_tokenizer, made_with_nsp
 ):
-    """conf/budget sets pretrain_data.examples.next_sentence; the model side must follow it."""
+    """An environment that overrides pretrain_data's next_sentence alone switches both sides."""
     from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
 
     shards = write_shards(
-        tiny_examples, tiny_tokenizer, tmp_path / "ex", parameters={"next_sentence": made_with_nsp}
+        tiny_examples,
+        tiny_tokenizer,
+        tmp_path / "ex",
+        parameters={**EXAMPLE_PARAMETERS, "next_sentence": made_with_nsp},
     )
-    params = {
-        "checkpoint_dir": str(tmp_path / "ckpt"),
-        "accelerator": "cpu",
-        "next_sentence": not made_with_nsp,
-    }
+    _, history, metrics = pretrain_bert(shards, tiny_tokenizer, tiny_params(tmp_path, max_steps=3))
+    assert ("val/nsp_accuracy" in metrics) is made_with_nsp
+    assert ("train/nsp_loss" in set(history["metric"])) is made_with_nsp
+
+
+@pytest.mark.parametrize(
+    ("params", "manifest", "message"),
+    [
+        (
+            {"next_sentence": False},
+            EXAMPLE_PARAMETERS,
+            "parameter pretrain_model.next_sentence: not a training parameter, it is read from the "
+            "examples' manifest; set pretrain_data.examples.next_sentence and rerun pretrain_data",
+        ),
+        (
+            {},
+            {"max_seq_length": 128},
+            "pretraining_examples/manifest.json does not record pretrain_data.examples."
+            "next_sentence: rebuild the examples with `kedro run --pipeline pretrain_data`",
+        ),
+    ],
+)
+def test_pretraining_refuses_example_settings_it_cannot_trust(
+    tmp_path, tiny_examples, tiny_tokenizer, params, manifest, message
+):
+    from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
+
+    shards = write_shards(tiny_examples, tiny_tokenizer, tmp_path / "ex", parameters=manifest)
     with pytest.raises(ValueError) as info:
-        pretrain_bert(shards, tiny_tokenizer, params)
-    message = str(info.value)
-    assert "\n" not in message
-    assert message.startswith(
-        f"pretrain_model.next_sentence={str(not made_with_nsp).lower()}, but pretraining_examples "
-        f"were made with pretrain_data.examples.next_sentence={str(made_with_nsp).lower()}"
-    )
+        pretrain_bert(shards, tiny_tokenizer, tiny_params(tmp_path) | params)
+    assert str(info.value) == message
     assert not (tmp_path / "ckpt").exists()
 
 

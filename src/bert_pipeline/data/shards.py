@@ -3,7 +3,8 @@
 Arrow IPC (uncompressed) is memory-mapped on load: a training process reads the rows it batches
 and never holds the whole table, whatever the corpus size; every rank maps the same files. The
 manifest records what made the examples (tokenizer fingerprint, parameters, rows per shard), so
-`pretrain_model` refuses examples that do not belong to its tokenizer.
+`pretrain_model` refuses examples that do not belong to its tokenizer and takes their NSP,
+length and masking settings from it.
 """
 
 from __future__ import annotations
@@ -86,20 +87,22 @@ class ExampleShards:
                 "`kedro run --pipeline pretrain_data`"
             )
 
-    def check_next_sentence(self, next_sentence: bool, where: str = "pretraining_examples") -> None:
-        """One-line refusal when training and examples disagree on NSP.
+    def made_with(self, *keys: str, where: str = "pretraining_examples") -> dict[str, Any]:
+        """The pretrain_data.examples settings that made these examples, from the manifest.
 
-        NSP on examples whose B always continues A would learn a constant, and MLM only on
-        examples with random B segments is not the paper's No-NSP ablation; the two settings
-        only drift apart when an environment overrides one of them.
+        The model side reads NSP, the sequence length and the dynamic-masking rate from here
+        rather than restating them in its own parameters: Kedro resolves each environment's
+        interpolations before merging, so an environment that overrode pretrain_data alone
+        left a `${pretrain_data...}` copy on the model side at base's value.
         """
-        made = self.manifest.get("parameters", {}).get("next_sentence")
-        if made is not None and bool(made) != bool(next_sentence):
+        made = self.manifest.get("parameters") or {}
+        missing = [key for key in keys if key not in made]
+        if missing:
             raise ValueError(
-                f"pretrain_model.next_sentence={str(next_sentence).lower()}, but {where} were "
-                f"made with pretrain_data.examples.next_sentence={str(made).lower()}: set both "
-                "(an environment that overrides one must override the other)"
+                f"{where}/{MANIFEST_FILE} does not record pretrain_data.examples."
+                f"{missing[0]}: rebuild the examples with `kedro run --pipeline pretrain_data`"
             )
+        return {key: made[key] for key in keys}
 
 
 def load_example_shards(folder: str | Path) -> ExampleShards:

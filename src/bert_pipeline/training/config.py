@@ -94,6 +94,10 @@ class DeviceParams:
         )
 
 
+# pretrain_data.examples settings the training needs: NSP or not, and dynamic masking's draw
+EXAMPLE_SETTINGS = ("next_sentence", "masked_lm_prob", "max_predictions_per_seq")
+
+
 @dataclass
 class ModelParams:
     preset: str = "tiny"
@@ -119,6 +123,7 @@ class TrainingConfig(DeviceParams):
     seed: int = 42
     # data
     masking: str = "auto"
+    # How the examples were made: the pipeline fills these from their manifest (for_examples)
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
     next_sentence: bool = True  # false: MLM loss only (the examples' B always continues A)
@@ -137,6 +142,24 @@ class TrainingConfig(DeviceParams):
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> TrainingConfig:
         return parse_params(cls, params, cls.ROOT)
+
+    @classmethod
+    def for_examples(
+        cls, params: Mapping[str, Any] | None, examples, where: str = "pretraining_examples"
+    ) -> TrainingConfig:
+        """`pretrain_model` parameters completed by how `examples` (ExampleShards) were made.
+
+        The parameters never restate the examples' settings, so the two cannot disagree.
+        """
+        restated = sorted(set(params or {}) & set(EXAMPLE_SETTINGS))
+        if restated:
+            raise ConfigError(
+                f"parameter {cls.ROOT}.{restated[0]}: not a training parameter, it is read from "
+                f"the examples' manifest; set pretrain_data.examples.{restated[0]} and rerun "
+                "pretrain_data"
+            )
+        made = examples.made_with(*EXAMPLE_SETTINGS, where=where)
+        return cls.from_params({**(params or {}), **made})
 
     def check(self, root: str = ROOT) -> None:
         self.check_devices(root)

@@ -47,26 +47,17 @@ _RUNTIME_PARAM = re.compile(r"\$\{runtime_params:\s*([^,}]+),([^}]*)\}")
 def read_params(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """`pretrain_model` parameters from a YAML/JSON file (with or without that top-level key).
 
-    A YAML file is read as Kedro reads it: merged with the other `parameters*.yml` files of its
-    folder and resolved by OmegaConf, so `${pretrain_data.examples.masked_lm_prob}` works;
     Kedro's `${runtime_params:key,default}` takes its default. `overrides` are OmegaConf dot-list
     items relative to `pretrain_model` (`schedule.max_steps=10`).
     """
     from omegaconf import OmegaConf
 
     path = Path(path)
-    if path.suffix == ".json":
-        files = [path]
-    else:
-        files = [p for p in sorted(path.parent.glob("parameters*.yml")) if p != path] + [path]
-    configs = []
-    for file in files:
-        text = _RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), file.read_text(encoding="utf-8"))
-        data = json.loads(text) if file.suffix == ".json" else yaml.safe_load(text)
-        if not isinstance(data, dict):
-            raise ValueError(f"{file}: expected a mapping of parameters")
-        configs.append(OmegaConf.create(data))
-    merged = OmegaConf.merge(*configs)
+    text = _RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), path.read_text(encoding="utf-8"))
+    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of parameters")
+    merged = OmegaConf.create(data)
     if "pretrain_model" not in merged:
         merged = OmegaConf.create({"pretrain_model": merged})
     merged = OmegaConf.merge(
@@ -128,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
-    cfg = TrainingConfig.from_params(read_params(args.config, args.set))
     tokenizer = load_tokenizer(args.tokenizer)
     shards = load_example_shards(args.examples)
+    cfg = TrainingConfig.for_examples(
+        read_params(args.config, args.set), shards, where=args.examples
+    )
     shards.check_tokenizer(tokenizer, where=args.examples)
-    shards.check_next_sentence(cfg.next_sentence, where=args.examples)
 
     run_id, owns_run = args.mlflow_run_id, False
     if not run_id and args.mlflow_experiment and _global_rank() == 0:

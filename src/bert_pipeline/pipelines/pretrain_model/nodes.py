@@ -51,11 +51,11 @@ def pretrain_bert(
 
     Metrics go live into the MLflow run kedro-mlflow opened for this pipeline. With more than
     one device the training runs under torchrun in child processes (never `kedro run` per rank).
-    Examples made with another tokenizer (a data run that did not finish) are refused.
+    Examples made with another tokenizer (a data run that did not finish) are refused; NSP and
+    the dynamic-masking draw are the examples' own settings (their manifest).
     """
-    cfg = TrainingConfig.from_params(params)
     examples.check_tokenizer(tokenizer)
-    examples.check_next_sentence(cfg.next_sentence)
+    cfg = TrainingConfig.for_examples(params, examples)
     run_id, tracking_uri = active_run()
     folder = examples.paths()[0].parent
     log_table_input(
@@ -101,10 +101,11 @@ def describe_pretrained_model(
 
 
 def log_pretrained_model(
-    checkpoint: dict[str, Any], card: str, params: dict[str, Any]
+    checkpoint: dict[str, Any], card: str, examples: ExampleShards, params: dict[str, Any]
 ) -> dict[str, Any]:
     """The exported model and its card as a (registered) pyfunc model of the run; what was
-    logged, for the reports. Outside an MLflow run (tracking disabled) nothing is logged."""
+    logged, for the reports. It truncates input at the examples' length (the positions the
+    model was trained on). Outside an MLflow run (tracking disabled) nothing is logged."""
     if active_run()[0] is None:
         logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
         return {"model_uri": None}
@@ -112,7 +113,7 @@ def log_pretrained_model(
         checkpoint | {"model_card": card},
         pd.DataFrame({"text_a": list(params["input_example"])}),
         registered_name=params.get("registered_model_name"),
-        max_seq_length=int(params["max_seq_length"]),
+        max_seq_length=int(examples.made_with("max_seq_length")["max_seq_length"]),
     )
 
 

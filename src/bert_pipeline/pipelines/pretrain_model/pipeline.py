@@ -40,6 +40,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[
                     "pretrained_model",
                     "pretrained_model_card",
+                    "pretraining_examples",
                     "params:pretrained_mlflow_model",
                 ],
                 outputs="pretrained_model_mlflow",

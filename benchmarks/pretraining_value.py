@@ -3,15 +3,20 @@
 `finetune` runs one model through `finetune_task` (the library function of the finetune_glue
 pipeline: the lr x seed grid, best epoch on dev) on each task and writes its trials to a JSON
 file; `--random-like DIR` instead fine-tunes a random init of DIR's architecture and vocabulary.
-Every model sees the same (seeded) train subsample. `report` merges the JSON files with the
-pretraining runs' curves from MLflow into benchmarks/pretraining_value.md and .png.
+Every model sees the same (seeded) train subsample; results are compared only within one
+fine-tuning protocol (epochs, batch, grid). `probe` measures the frozen encoder instead (zero-shot
+STS-B cosine, SST-2 linear probe): what pretraining put in the features, before fine-tuning can
+relearn or erase it. `report` merges the JSON files with the pretraining runs' curves from MLflow
+into benchmarks/pretraining_value.md and .png.
 
     python benchmarks/pretraining_value.py finetune --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/value_budget.json
     python benchmarks/pretraining_value.py finetune --name random \\
         --random-like data/budget/06_models/bert_pretrained --results /tmp/value_random.json
+    python benchmarks/pretraining_value.py probe --name budget \\
+        --model data/budget/06_models/bert_pretrained --results /tmp/probe_budget.json
     python benchmarks/pretraining_value.py report --results /tmp/value_*.json \\
-        --baseline random --pretraining budget=<mlflow run id> --note "..."
+        --baseline random --pretraining budget=<mlflow run id> --probes /tmp/probe_*.json
 
 For each model and task the learning rate with the best mean dev score over the seeds is chosen,
 and the table shows the mean and the standard deviation over the seeds at that rate.
@@ -29,6 +34,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 from glue_quality import DEFAULT_GLUE, finetune_config, sample
@@ -93,6 +99,84 @@ def finetune(args: argparse.Namespace) -> None:
         }
         print(f"{args.name} {task.name}: {seconds:.0f} s, best {result.best}", flush=True)
         write_results(args, source, tasks)
+
+
+def mean_pooled(checkpoint: dict, texts: list[str], source: str) -> np.ndarray:
+    """[layers, texts, hidden]: every hidden state averaged over each text's tokens."""
+    from bert_pipeline.extract_features import extract_features
+
+    count = checkpoint["config"]["num_hidden_layers"] + 1
+    frame = pd.DataFrame({"text_a": texts, "text_b": [None] * len(texts)})
+    table = extract_features(checkpoint, frame, list(range(count)), source=source)
+    lines = table.column("line").to_numpy()
+    starts = np.flatnonzero(np.r_[True, lines[1:] != lines[:-1]])
+    counts = np.diff(np.r_[starts, len(lines)])[:, None]
+    pooled = []
+    for layer in range(count):
+        vectors = table.column(f"layer_{layer}").combine_chunks().flatten().to_numpy()
+        vectors = vectors.reshape(len(lines), -1)
+        pooled.append(np.add.reduceat(vectors, starts) / counts)
+    return np.stack(pooled)
+
+
+def probe(args: argparse.Namespace) -> None:
+    """What the frozen encoder knows, without fine-tuning: per layer, STS-B dev Pearson of the
+    cosine of mean-pooled sentence vectors (zero-shot), and SST-2 dev accuracy of a logistic
+    regression on them (trained on the fine-tuning's train subsample)."""
+    from scipy.stats import pearsonr
+    from sklearn.linear_model import LogisticRegression
+
+    from bert_pipeline.glue.loading import load_glue_tsv_task
+    from bert_pipeline.glue.tasks import get_task
+
+    torch.set_num_threads(args.threads)
+    source, checkpoint = checkpoint_for(args)
+    stsb = load_glue_tsv_task(args.glue_dir, get_task("stsb"))["dev"]
+    sst2 = load_glue_tsv_task(args.glue_dir, get_task("sst2"))
+    train = sample(sst2["train"], args.max_train_examples, 0)
+    a, b = (mean_pooled(checkpoint, list(stsb[c]), source) for c in ("text_a", "text_b"))
+    x_train = mean_pooled(checkpoint, list(train["text_a"]), source)
+    x_dev = mean_pooled(checkpoint, list(sst2["dev"]["text_a"]), source)
+    layers = []
+    for layer in range(len(a)):
+        cosine = (a[layer] * b[layer]).sum(1) / (
+            np.linalg.norm(a[layer], axis=1) * np.linalg.norm(b[layer], axis=1)
+        )
+        classifier = LogisticRegression(max_iter=2000).fit(x_train[layer], train["label"])
+        layers.append(
+            {
+                "layer": layer,
+                "stsb_cosine_pearson": float(pearsonr(cosine, stsb["label"])[0]),
+                "sst2_linear_accuracy": float(classifier.score(x_dev[layer], sst2["dev"]["label"])),
+            }
+        )
+        print(args.name, layers[-1], flush=True)
+    command = shlex.join(["python", "benchmarks/pretraining_value.py", *sys.argv[1:]])
+    result = {"name": args.name, "source": source, "command": command, "layers": layers}
+    args.results.write_text(json.dumps(result, indent=1), encoding="utf-8")
+
+
+def probe_table(probes: list[dict]) -> list[str]:
+    lines = [
+        "## Frozen features",
+        "",
+        "The encoder without fine-tuning, per hidden state (0 = embeddings), each text mean-pooled "
+        "over its tokens: STS-B dev Pearson of the cosine between the two sentences' vectors "
+        "(zero-shot), and SST-2 dev accuracy of a logistic regression trained on the vectors of "
+        "the fine-tuning's SST-2 train subsample (x100).",
+        "",
+        "| model | " + " | ".join(f"layer {x['layer']}" for x in probes[0]["layers"]) + " |",
+        "|---|" + "---:|" * len(probes[0]["layers"]),
+    ]
+    for p in probes:
+        cells = [
+            f"STS-B {100 * x['stsb_cosine_pearson']:.1f} / "
+            f"SST-2 {100 * x['sst2_linear_accuracy']:.1f}"
+            for x in p["layers"]
+        ]
+        lines.append(f"| {p['name']} | " + " | ".join(cells) + " |")
+    lines += ["", *[f"- {p['name']}: `{p['command']}`" for p in probes], ""]
+    return lines
 
 
 def write_results(args: argparse.Namespace, source: str, tasks: dict) -> None:
@@ -181,17 +265,11 @@ def plot(runs: dict[str, dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
-def report(args: argparse.Namespace) -> None:
-    results = [json.loads(Path(p).read_text()) for p in args.results]
-    runs = pretraining_runs(args.pretraining)
-    picture = OUT.with_suffix(".png")
-    if runs:
-        plot(runs, picture)
+def protocol_table(results: list[dict], baseline: str) -> list[str]:
+    """The dev-score table of results fine-tuned with one protocol, and gains over `baseline`."""
     tasks = [t for t in TASKS if all(t in r["tasks"] for r in results)]
     first = results[0]
     lines = [
-        "# Does pretraining pay off? (benchmarks/pretraining_value.py)",
-        "",
         "GLUE dev after fine-tuning each model with the same grid: learning rates "
         f"{', '.join(f'{x:g}' for x in first['config']['lrs'])} x seeds "
         f"{', '.join(map(str, first['config']['seeds']))}, {first['config']['epochs']} epochs, "
@@ -227,21 +305,48 @@ def report(args: argparse.Namespace) -> None:
         )
     lines += ["", "Models:", ""]
     lines += [f"- {r['name']}: {r['source']}; measured with `{r['command']}`" for r in results]
-    if args.baseline in averages:
-        base = statistics.mean(averages[args.baseline])
-        base_stsb = stsb_pearson(next(r for r in results if r["name"] == args.baseline))
-        lines += ["", f"Against {args.baseline} (mean over seeds):", ""]
+    if baseline in averages:
+        base = statistics.mean(averages[baseline])
+        base_stsb = stsb_pearson(next(r for r in results if r["name"] == baseline))
+        lines += ["", f"Against {baseline} (mean over seeds):", ""]
         for r in results:
-            if r["name"] == args.baseline:
+            if r["name"] == baseline:
                 continue
             gain = 100 * (statistics.mean(averages[r["name"]]) - base)
-            line = f"- {r['name']}: average {gain:+.1f} points"
+            line = f"- {r['name']}: {len(tasks)}-task average {gain:+.1f} points"
             if "stsb" in tasks:
                 line += f", STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points"
             lines.append(line + ".")
+    return lines
+
+
+def protocol_of(result: dict) -> tuple:
+    """Results are compared only with results of the same fine-tuning protocol."""
+    c = result["config"]
+    keys = ("epochs", "batch_size", "lrs", "seeds", "max_seq_length", "max_train")
+    return tuple(str(c[k]) for k in keys)
+
+
+def report(args: argparse.Namespace) -> None:
+    results = [json.loads(Path(p).read_text()) for p in args.results]
+    runs = pretraining_runs(args.pretraining)
+    picture = OUT.with_suffix(".png")
+    if runs:
+        plot(runs, picture)
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault(protocol_of(r), []).append(r)
+    lines = ["# Does pretraining pay off? (benchmarks/pretraining_value.py)", ""]
+    for group in groups.values():
+        if len(groups) > 1:
+            c = group[0]["config"]
+            lines += [f"## {c['epochs']} epochs, batch {c['batch_size']}", ""]
+        lines += [*protocol_table(group, args.baseline), ""]
+    if args.probes:
+        lines += probe_table([json.loads(Path(p).read_text()) for p in args.probes])
+    first = results[0]
     if runs:
         lines += [
-            "",
             "## Pretraining",
             "",
             "| run | MLflow run | steps | training time | whole run | held-out MLM accuracy "
@@ -278,29 +383,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     ft = sub.add_parser("finetune")
-    ft.add_argument("--name", required=True)
-    which = ft.add_mutually_exclusive_group(required=True)
-    which.add_argument("--model", type=Path, help="HF-format folder (config, weights, vocab)")
-    which.add_argument("--random-like", type=Path, help="random init of this folder's config")
-    ft.add_argument("--init-seed", type=int, default=0)
-    ft.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE)
+    pr = sub.add_parser("probe")
+    for command in (ft, pr):
+        command.add_argument("--name", required=True)
+        which = command.add_mutually_exclusive_group(required=True)
+        which.add_argument("--model", type=Path, help="HF-format folder (config, weights, vocab)")
+        which.add_argument("--random-like", type=Path, help="random init of this folder's config")
+        command.add_argument("--init-seed", type=int, default=0)
+        command.add_argument("--glue-dir", type=Path, default=DEFAULT_GLUE)
+        command.add_argument("--max-train-examples", type=int, default=None)
+        command.add_argument("--threads", type=int, default=2)
+        command.add_argument("--results", type=Path, required=True)
     ft.add_argument("--tasks", nargs="+", default=TASKS)
-    ft.add_argument("--max-train-examples", type=int, default=None)
     ft.add_argument("--lrs", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3])
     ft.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ft.add_argument("--epochs", type=int, default=3)
     ft.add_argument("--batch-size", type=int, default=32)
     ft.add_argument("--max-seq-length", type=int, default=128)
-    ft.add_argument("--threads", type=int, default=2)
-    ft.add_argument("--results", type=Path, required=True)
     ft.add_argument("--resume", action="store_true", help="keep --results' finished tasks")
     rep = sub.add_parser("report")
     rep.add_argument("--results", nargs="+", required=True)
     rep.add_argument("--baseline", default="random")
     rep.add_argument("--pretraining", nargs="*", default=[], help="name=mlflow_run_id")
+    rep.add_argument("--probes", nargs="*", default=[], help="JSON files written by probe")
     rep.add_argument("--note", default="")
     args = parser.parse_args()
-    finetune(args) if args.command == "finetune" else report(args)
+    {"finetune": finetune, "probe": probe, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,7 @@ def finetune(args: argparse.Namespace) -> None:
                 "score": t["best_score"],
                 "epoch": t["best_epoch"] + 1,
                 "metrics": t["history"][t["best_epoch"]]["metrics"],
+                "curve": [h["score"] for h in t["history"]],
             }
             for t in result.trials
         ]
@@ -303,6 +304,7 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
             + " | ".join(cells)
             + f" | {spread(averages[r['name']])} | {minutes:.0f} min |"
         )
+    lines += epoch_curves(results, tasks)
     lines += ["", "Models:", ""]
     lines += [f"- {r['name']}: {r['source']}; measured with `{r['command']}`" for r in results]
     if baseline in averages:
@@ -313,11 +315,31 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
             if r["name"] == baseline:
                 continue
             gain = 100 * (statistics.mean(averages[r["name"]]) - base)
-            line = f"- {r['name']}: {len(tasks)}-task average {gain:+.1f} points"
+            parts = [f"{len(tasks)}-task average {gain:+.1f} points"] if len(tasks) > 1 else []
             if "stsb" in tasks:
-                line += f", STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points"
-            lines.append(line + ".")
+                parts.append(f"STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points")
+            lines.append(f"- {r['name']}: {', '.join(parts)}.")
     return lines
+
+
+def epoch_curves(results: list[dict], tasks: list[str]) -> list[str]:
+    """Dev score after each epoch (mean over seeds at the table's rate), where it was recorded:
+    whether a model was still improving when its fine-tuning schedule ended."""
+    lines = []
+    for t in tasks:
+        for r in results:
+            lr, trials = best_lr(r["tasks"][t]["trials"])
+            if not all("curve" in x for x in trials):
+                continue
+            curve = [
+                100 * statistics.mean(c) for c in zip(*(x["curve"] for x in trials), strict=True)
+            ]
+            lines.append(f"- {t}, {r['name']} (lr {lr:g}): " + ", ".join(f"{v:.1f}" for v in curve))
+    return (
+        ["", "Dev score after each epoch (mean over the seeds at that rate, x100):", "", *lines]
+        if lines
+        else []
+    )
 
 
 def protocol_of(result: dict) -> tuple:

@@ -336,7 +336,13 @@ def epoch_curves(results: list[dict], tasks: list[str]) -> list[str]:
             ]
             lines.append(f"- {t}, {r['name']} (lr {lr:g}): " + ", ".join(f"{v:.1f}" for v in curve))
     return (
-        ["", "Dev score after each epoch (mean over the seeds at that rate, x100):", "", *lines]
+        [
+            "",
+            "Dev selection score after each epoch (as finetune_glue: the mean of a task's "
+            "metrics), mean over the seeds at the table's rate (x100):",
+            "",
+            *lines,
+        ]
         if lines
         else []
     )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from kedro.io.core import DatasetError
 
-from bert_pipeline.io.conll_dataset import ConllDataset
+from bert_pipeline.io.conll_dataset import ConllDataset, ConllPredictionsDataset
 from bert_pipeline.ner.conll import (
     NerDataError,
     iob1_to_iob2,
@@ -44,6 +45,22 @@ def test_iob1_files_read_as_iob2_and_written_back(tmp_path):
     tags = ["B-PER", "I-PER", "B-PER", "O", "B-LOC", "B-ORG", "I-ORG"]
     assert iob2_to_iob1(tags) == ["I-PER", "I-PER", "B-PER", "O", "I-LOC", "I-ORG", "I-ORG"]
     assert iob1_to_iob2(iob2_to_iob1(tags)) == tags
+
+
+def test_predictions_dataset_writes_the_files_scheme(tmp_path):
+    """The catalog's predictions go back out in the scheme the files were read in."""
+    folder = write_conll_folder(tmp_path / "c", scheme="IOB1")
+    dev = ConllDataset(CONLL_LABELS, path=str(folder), scheme="IOB1").load()["dev"]
+    out = ConllPredictionsDataset(str(tmp_path / "dev.conll"), scheme="IOB1")
+    out.save(dev.assign(predicted=dev["tags"]))
+    lines = (folder / "valid.txt").read_text().splitlines()
+    original = [line.split()[-1] for line in lines if line]
+    written = [line.split() for line in out.load().splitlines() if line]
+    assert [w[1] for w in written] == original  # gold
+    assert [w[2] for w in written] == original  # predicted
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "dev.conll"]  # no temporary left
+    with pytest.raises(DatasetError, match="scheme 'BIO' is not one of"):
+        ConllPredictionsDataset(str(tmp_path / "x.conll"), scheme="BIO")
 
 
 @pytest.mark.parametrize(

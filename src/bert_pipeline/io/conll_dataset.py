@@ -9,7 +9,8 @@ import pandas as pd
 from kedro.io.core import AbstractDataset, DatasetError
 
 from bert_pipeline.data.hub import load_split
-from bert_pipeline.ner.conll import SCHEMES, NerDataError, read_conll, table_from_hf
+from bert_pipeline.io.atomic_datasets import AtomicTextDataset
+from bert_pipeline.ner.conll import SCHEMES, NerDataError, read_conll, table_from_hf, write_conll
 
 SOURCES = ("conll", "hf")
 SPLITS = ("train", "dev", "test")
@@ -93,3 +94,24 @@ class ConllDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     def _describe(self) -> dict[str, Any]:
         path = self._path if self._source == "conll" else self._hf_data_dir or self._hf_path
         return {"source": self._source, "path": path, "scheme": self._scheme}
+
+
+class ConllPredictionsDataset(AtomicTextDataset):
+    """A sentence table with a `predicted` tag column, saved as `word gold predicted` lines in
+    the files' tag scheme (conlleval's input); loads as that text.
+
+    The scheme is set beside the reader's in the catalog, so predictions are written in the
+    scheme the files were read in.
+    """
+
+    def __init__(self, filepath: str, scheme: str = "IOB2", **kwargs: Any):
+        if scheme not in SCHEMES:
+            raise DatasetError(f"CoNLL scheme {scheme!r} is not one of {SCHEMES}")
+        super().__init__(filepath=filepath, **kwargs)
+        self._scheme = scheme
+
+    def save(self, data: pd.DataFrame) -> None:
+        super().save(write_conll(data, data["predicted"].tolist(), self._scheme))
+
+    def _describe(self) -> dict[str, Any]:
+        return super()._describe() | {"scheme": self._scheme}

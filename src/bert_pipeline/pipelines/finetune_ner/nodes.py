@@ -8,7 +8,6 @@ from typing import Any
 import mlflow
 import pandas as pd
 
-from bert_pipeline.ner.conll import write_conll
 from bert_pipeline.ner.finetune import (
     NerConfig,
     NerResult,
@@ -73,12 +72,13 @@ def _report(result: NerResult, run_id: str | None) -> None:
     mlflow.log_dict(record, "ner_metrics.json")
 
 
-def _outputs(result: NerResult, dev: pd.DataFrame, test: pd.DataFrame, scheme: str) -> tuple:
+def _outputs(result: NerResult, dev: pd.DataFrame, test: pd.DataFrame) -> tuple:
+    """The model, its record and each split's table with its predicted tags."""
     return (
         result.model,
         result.record,
-        write_conll(dev, result.dev_tags, scheme),
-        write_conll(test, result.test_tags, scheme),
+        dev.assign(predicted=pd.Series(list(result.dev_tags), index=dev.index, dtype=object)),
+        test.assign(predicted=pd.Series(list(result.test_tags), index=test.index, dtype=object)),
     )
 
 
@@ -88,8 +88,8 @@ def finetune_ner_model(
     test: pd.DataFrame,
     pretrained: dict,
     params: dict[str, Any],
-) -> tuple[dict, dict, str, str]:
-    """Fine-tunes BERT for NER: the best model, its record and CoNLL-format predictions."""
+) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
+    """Fine-tunes BERT for NER: the best model, its record and the dev/test predictions."""
     config = ner_config(params, "finetune")
     with child_run("ner_finetune", tags={"ner_mode": "finetune"}) as run_id:
         _log_inputs(config, (train, dev, test))
@@ -98,7 +98,7 @@ def finetune_ner_model(
         )
         result.record["mlflow_run_id"] = run_id
         _report(result, run_id)
-    return _outputs(result, dev, test, params["data"]["scheme"])
+    return _outputs(result, dev, test)
 
 
 def extract_ner_features(
@@ -120,7 +120,7 @@ def train_ner_feature_tagger(
     test: pd.DataFrame,
     cache: dict,
     params: dict[str, Any],
-) -> tuple[dict, dict, str, str]:
+) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
     """Trains the BiLSTM tagger on the cached features, over the configured layer choices."""
     config = ner_config(params, "feature_based")
     with child_run("ner_feature_based", tags={"ner_mode": "feature_based"}) as run_id:
@@ -129,4 +129,4 @@ def train_ner_feature_tagger(
         result.record["mlflow_run_id"] = run_id
         result.record["encoder"] = cache["config"]["encoder"]
         _report(result, run_id)
-    return _outputs(result, dev, test, params["data"]["scheme"])
+    return _outputs(result, dev, test)

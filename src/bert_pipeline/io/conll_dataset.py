@@ -16,6 +16,11 @@ SOURCES = ("conll", "hf")
 SPLITS = ("train", "dev", "test")
 
 
+def _check_scheme(scheme: str) -> None:
+    if scheme not in SCHEMES:
+        raise DatasetError(f"CoNLL scheme {scheme!r} is not one of {SCHEMES}")
+
+
 class ConllDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     """{train, dev, test: sentence table} (see bert_pipeline.ner.conll).
 
@@ -46,8 +51,7 @@ class ConllDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
     ):
         if source not in SOURCES:
             raise DatasetError(f"CoNLL source {source!r} is not one of {SOURCES}")
-        if scheme not in SCHEMES:
-            raise DatasetError(f"CoNLL scheme {scheme!r} is not one of {SCHEMES}")
+        _check_scheme(scheme)
         if source == "conll" and not path:
             raise DatasetError("a conll ConllDataset needs `path` (the folder of the files)")
         self._labels = list(labels)
@@ -105,8 +109,7 @@ class ConllPredictionsDataset(AtomicTextDataset):
     """
 
     def __init__(self, filepath: str, scheme: str = "IOB2", **kwargs: Any):
-        if scheme not in SCHEMES:
-            raise DatasetError(f"CoNLL scheme {scheme!r} is not one of {SCHEMES}")
+        _check_scheme(scheme)
         super().__init__(filepath=filepath, **kwargs)
         self._scheme = scheme
 

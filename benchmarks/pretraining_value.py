@@ -6,8 +6,9 @@ file; `--random-like DIR` instead fine-tunes a random init of DIR's architecture
 Every model sees the same (seeded) train subsample; results are compared only within one
 fine-tuning protocol (epochs, batch, grid). `probe` measures the frozen encoder instead (zero-shot
 STS-B cosine, SST-2 linear probe): what pretraining put in the features, before fine-tuning can
-relearn or erase it. `report` merges the JSON files with the pretraining runs' curves from MLflow
-into benchmarks/pretraining_value.md and .png.
+relearn or erase it. `pretraining` saves an MLflow pretraining run's curves and times. `report`
+merges such files into benchmarks/pretraining_value.md, .png and .jsonl; the .jsonl holds every
+record it used, so a later report can start from it and add new files.
 
     python benchmarks/pretraining_value.py finetune --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/value_budget.json
@@ -15,8 +16,10 @@ into benchmarks/pretraining_value.md and .png.
         --random-like data/budget/06_models/bert_pretrained --results /tmp/value_random.json
     python benchmarks/pretraining_value.py probe --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/probe_budget.json
-    python benchmarks/pretraining_value.py report --results /tmp/value_*.json \\
-        --baseline random --pretraining budget=<mlflow run id> --probes /tmp/probe_*.json
+    python benchmarks/pretraining_value.py pretraining --name budget \\
+        --run-id <mlflow run id> --results /tmp/run_budget.json
+    python benchmarks/pretraining_value.py report --baseline random \\
+        --inputs benchmarks/pretraining_value.jsonl /tmp/value_*.json /tmp/run_*.json
 
 For each model and task the learning rate with the best mean dev score over the seeds is chosen,
 and the table shows the mean and the standard deviation over the seeds at that rate.
@@ -222,28 +225,39 @@ def task_cell(task: dict) -> tuple[str, list[float], float]:
     return cell, [t["score"] for t in trials], lr
 
 
-def pretraining_runs(pairs: list[str]) -> dict[str, dict]:
-    """Curves, parameters and times of the named MLflow pretraining runs (name=run_id)."""
+def pretraining(args: argparse.Namespace) -> None:
+    """One MLflow pretraining run's held-out curves, parameters and times, as a JSON record for
+    `report` (kept in the committed .jsonl, so the report outlives the MLflow store)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
-    out = {}
-    for pair in pairs:
-        name, run_id = pair.split("=", 1)
-        run = client.get_run(run_id)
-        curves = {
-            key: [(m.step, m.value) for m in client.get_metric_history(run_id, key)]
-            for key in (*CURVES, "train/mlm_loss")
-        }
-        stamps = [m.timestamp for m in client.get_metric_history(run_id, "train/loss")]
-        out[name] = {
-            "run_id": run_id,
-            "params": run.data.params,
-            "curves": curves,
-            "run_s": (run.info.end_time - run.info.start_time) / 1000,
-            "train_s": (max(stamps) - min(stamps)) / 1000 if stamps else None,
-        }
-    return out
+    run = client.get_run(args.run_id)
+    curves = {
+        key: [(m.step, m.value) for m in client.get_metric_history(args.run_id, key)]
+        for key in (*CURVES, "train/mlm_loss")
+    }
+    stamps = [m.timestamp for m in client.get_metric_history(args.run_id, "train/loss")]
+    record = {
+        "name": args.name,
+        "run_id": args.run_id,
+        "params": run.data.params,
+        "curves": curves,
+        "run_s": (run.info.end_time - run.info.start_time) / 1000,
+        "train_s": (max(stamps) - min(stamps)) / 1000 if stamps else None,
+    }
+    args.results.write_text(json.dumps(record, indent=1), encoding="utf-8")
+
+
+def read_records(paths: list[Path]) -> list[dict]:
+    """The records of JSON files (one each) and JSON Lines files (one per line), in order."""
+    records = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl":
+            records += [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            records.append(json.loads(text))
+    return records
 
 
 def plot(runs: dict[str, dict], path: Path) -> None:
@@ -257,7 +271,7 @@ def plot(runs: dict[str, dict], path: Path) -> None:
         for i, (name, run) in enumerate(runs.items()):
             points = run["curves"][key]
             if points:  # one colour per run in every panel (MLM-only runs have no NSP curve)
-                ax.plot(*zip(*points, strict=True), label=name, color=f"C{i}")
+                ax.plot(*zip(*points, strict=True), label=name, color=f"C{i}", marker=".")
         ax.set_title(f"held-out {key.split('/')[1].replace('_', ' ')}")
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -356,8 +370,10 @@ def protocol_of(result: dict) -> tuple:
 
 
 def report(args: argparse.Namespace) -> None:
-    results = [json.loads(Path(p).read_text()) for p in args.results]
-    runs = pretraining_runs(args.pretraining)
+    records = read_records(args.inputs)
+    results = [r for r in records if "tasks" in r]
+    probes = [r for r in records if "layers" in r]
+    runs = {r["name"]: r for r in records if "curves" in r}
     picture = OUT.with_suffix(".png")
     if runs:
         plot(runs, picture)
@@ -370,8 +386,8 @@ def report(args: argparse.Namespace) -> None:
             c = group[0]["config"]
             lines += [f"## {c['epochs']} epochs, batch {c['batch_size']}", ""]
         lines += [*protocol_table(group, args.baseline), ""]
-    if args.probes:
-        lines += probe_table([json.loads(Path(p).read_text()) for p in args.probes])
+    if probes:
+        lines += probe_table(probes)
     first = results[0]
     if runs:
         lines += [
@@ -397,8 +413,12 @@ def report(args: argparse.Namespace) -> None:
         "its time is the process's CPU time (the runs shared the 2 cores with each other).",
     ]
     if args.note:
-        lines += ["", args.note]
+        lines += ["", args.note.read_text(encoding="utf-8").strip()]
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    every = [*results, *probes, *runs.values()]
+    OUT.with_suffix(".jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in every), encoding="utf-8"
+    )
     print(OUT.read_text())
 
 
@@ -429,14 +449,23 @@ def main() -> None:
     ft.add_argument("--batch-size", type=int, default=32)
     ft.add_argument("--max-seq-length", type=int, default=128)
     ft.add_argument("--resume", action="store_true", help="keep --results' finished tasks")
+    pt = sub.add_parser("pretraining")
+    pt.add_argument("--name", required=True)
+    pt.add_argument("--run-id", required=True, help="the MLflow run of `kedro run ... pretrain`")
+    pt.add_argument("--results", type=Path, required=True)
     rep = sub.add_parser("report")
-    rep.add_argument("--results", nargs="+", required=True)
+    rep.add_argument(
+        "--inputs",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="files written by finetune, probe and pretraining, or a report's .jsonl",
+    )
     rep.add_argument("--baseline", default="random")
-    rep.add_argument("--pretraining", nargs="*", default=[], help="name=mlflow_run_id")
-    rep.add_argument("--probes", nargs="*", default=[], help="JSON files written by probe")
-    rep.add_argument("--note", default="")
+    rep.add_argument("--note", type=Path, help="a Markdown file appended to the report")
     args = parser.parse_args()
-    {"finetune": finetune, "probe": probe, "report": report}[args.command](args)
+    commands = {"finetune": finetune, "probe": probe, "pretraining": pretraining, "report": report}
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -282,8 +282,8 @@ def plot(runs: dict[str, dict], path: Path) -> None:
 
 def protocol_table(results: list[dict], baseline: str) -> list[str]:
     """The dev-score table of results fine-tuned with one protocol, and gains over `baseline`."""
-    tasks = [t for t in TASKS if all(t in r["tasks"] for r in results)]
-    first = results[0]
+    tasks = [t for t in TASKS if any(t in r["tasks"] for r in results)]
+    first = max(results, key=lambda r: len(r["tasks"]))
     lines = [
         "GLUE dev after fine-tuning each model with the same grid: learning rates "
         f"{', '.join(f'{x:g}' for x in first['config']['lrs'])} x seeds "
@@ -308,16 +308,19 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
     for r in results:
         cells, per_seed = [], []
         for t in tasks:
+            if t not in r["tasks"]:  # a model fine-tuned on fewer tasks: no average
+                cells.append("-")
+                continue
             cell, scores, lr = task_cell(r["tasks"][t])
             cells.append(f"{cell} (lr {lr:g})")
             per_seed.append(scores)
-        averages[r["name"]] = [statistics.mean(s) for s in zip(*per_seed, strict=True)]
-        minutes = sum(r["tasks"][t]["cpu_s"] for t in tasks) / 60
-        lines.append(
-            f"| {r['name']} | "
-            + " | ".join(cells)
-            + f" | {spread(averages[r['name']])} | {minutes:.0f} min |"
-        )
+        average = "-"
+        if len(per_seed) == len(tasks):
+            averages[r["name"]] = [statistics.mean(s) for s in zip(*per_seed, strict=True)]
+            average = spread(averages[r["name"]])
+        minutes = sum(r["tasks"][t]["cpu_s"] for t in tasks if t in r["tasks"]) / 60
+        row = " | ".join([r["name"], *cells, average, f"{minutes:.0f} min"])
+        lines.append(f"| {row} |")
     lines += epoch_curves(results, tasks)
     lines += ["", "Models:", ""]
     lines += [f"- {r['name']}: {r['source']}; measured with `{r['command']}`" for r in results]
@@ -328,9 +331,11 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
         for r in results:
             if r["name"] == baseline:
                 continue
-            gain = 100 * (statistics.mean(averages[r["name"]]) - base)
-            parts = [f"{len(tasks)}-task average {gain:+.1f} points"] if len(tasks) > 1 else []
-            if "stsb" in tasks:
+            parts = []
+            if r["name"] in averages and len(tasks) > 1:
+                gain = 100 * (statistics.mean(averages[r["name"]]) - base)
+                parts.append(f"{len(tasks)}-task average {gain:+.1f} points")
+            if "stsb" in r["tasks"]:
                 parts.append(f"STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points")
             lines.append(f"- {r['name']}: {', '.join(parts)}.")
     return lines
@@ -342,6 +347,8 @@ def epoch_curves(results: list[dict], tasks: list[str]) -> list[str]:
     lines = []
     for t in tasks:
         for r in results:
+            if t not in r["tasks"]:
+                continue
             lr, trials = best_lr(r["tasks"][t]["trials"])
             if not all("curve" in x for x in trials):
                 continue

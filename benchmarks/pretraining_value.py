@@ -326,7 +326,7 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
     lines += [f"- {r['name']}: {r['source']}; measured with `{r['command']}`" for r in results]
     if baseline in averages:
         base = statistics.mean(averages[baseline])
-        base_stsb = stsb_pearson(next(r for r in results if r["name"] == baseline))
+        base_tasks = next(r for r in results if r["name"] == baseline)
         lines += ["", f"Against {baseline} (mean over seeds):", ""]
         for r in results:
             if r["name"] == baseline:
@@ -335,8 +335,9 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
             if r["name"] in averages and len(tasks) > 1:
                 gain = 100 * (statistics.mean(averages[r["name"]]) - base)
                 parts.append(f"{len(tasks)}-task average {gain:+.1f} points")
-            if "stsb" in r["tasks"]:
-                parts.append(f"STS-B Pearson {100 * (stsb_pearson(r) - base_stsb):+.1f} points")
+            if "stsb" in r["tasks"] and "stsb" in base_tasks["tasks"]:
+                gain = 100 * (stsb_pearson(r) - stsb_pearson(base_tasks))
+                parts.append(f"STS-B Pearson {gain:+.1f} points")
             lines.append(f"- {r['name']}: {', '.join(parts)}.")
     return lines
 
@@ -378,8 +379,10 @@ def protocol_of(result: dict) -> tuple:
 
 def report(args: argparse.Namespace) -> None:
     records = read_records(args.inputs)
-    results = [r for r in records if "tasks" in r]
-    probes = [r for r in records if "layers" in r]
+    # A later input replaces an earlier record of the same model (and protocol), so a report can
+    # start from the committed .jsonl and add a file it already holds without doubling a row.
+    results = list({(r["name"], protocol_of(r)): r for r in records if "tasks" in r}.values())
+    probes = list({r["name"]: r for r in records if "layers" in r}.values())
     runs = {r["name"]: r for r in records if "curves" in r}
     picture = OUT.with_suffix(".png")
     if runs:

@@ -377,11 +377,27 @@ def protocol_of(result: dict) -> tuple:
     return tuple(str(c[k]) for k in keys)
 
 
+def merge_results(records: list[dict]) -> list[dict]:
+    """One record per model and protocol: the tasks of records run by separate commands (one
+    process per task, side by side) are merged, and a later record's task replaces an earlier
+    one, so a report can start from the committed .jsonl and add a file it already holds."""
+    merged: dict[tuple, dict] = {}
+    for r in records:
+        key = (r["name"], protocol_of(r))
+        if key not in merged:
+            merged[key] = {**r, "tasks": dict(r["tasks"])}
+            continue
+        into = merged[key]
+        into["tasks"].update(r["tasks"])
+        if r["command"] not in into["command"].split("` and `"):
+            into["command"] += f"` and `{r['command']}"
+        into["finished"] = max(into["finished"], r["finished"])
+    return list(merged.values())
+
+
 def report(args: argparse.Namespace) -> None:
     records = read_records(args.inputs)
-    # A later input replaces an earlier record of the same model (and protocol), so a report can
-    # start from the committed .jsonl and add a file it already holds without doubling a row.
-    results = list({(r["name"], protocol_of(r)): r for r in records if "tasks" in r}.values())
+    results = merge_results([r for r in records if "tasks" in r])
     probes = list({r["name"]: r for r in records if "layers" in r}.values())
     runs = {r["name"]: r for r in records if "curves" in r}
     picture = OUT.with_suffix(".png")

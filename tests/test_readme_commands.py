@@ -336,6 +336,8 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     preset = budget["pretrain_model"]["model"]["preset"]
     assert model.config.num_hidden_layers == PRESETS[preset][0]
     assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here
+    assert budget["pretrain_model"]["dropout"] == 0.0  # pretrains without dropout,
+    assert model.config.hidden_dropout_prob == 0.1  # exports the architecture's for fine-tuning
 
 
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):

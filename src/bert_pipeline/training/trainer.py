@@ -201,8 +201,13 @@ def run_training(
         pad_to_multiple_of=cfg.pad_to_multiple_of,
         num_workers=cfg.num_workers,
     )
+    train_config = model_config
+    if cfg.dropout is not None:
+        train_config = dataclasses.replace(
+            model_config, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
+        )
     module = BertPretrainingModule(
-        model_config.to_dict(),
+        train_config.to_dict(),
         optimizer=dataclasses.asdict(cfg.optimizer),
         warmup_steps=cfg.schedule.warmup_steps,
         max_steps=cfg.schedule.max_steps,
@@ -211,6 +216,8 @@ def run_training(
 
     if cfg.model.init_from:
         init_weights(module.model, cfg.model.init_from)
+    if cfg.compile:  # in place: parameter names, checkpoints and the export are unchanged
+        module.model.compile()
 
     history = HistoryLogger()
     loggers: list[Any] = [

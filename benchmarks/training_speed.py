@@ -1,0 +1,157 @@
+"""Pretraining step time of our BERT under the training settings the pipeline offers, on CPU.
+
+Each variant is what `pretrain_model` runs for that setting: `precision` 32 (fused AdamW) or
+bf16-mixed (torch.autocast; foreach AdamW, as Lightning refuses clipping with a fused one),
+`compile` (torch.compile of the model), `dropout` (0.1 or 0.0 while pretraining). A step is
+forward + backward + clipping at norm 1.0 + AdamW. All variants start from the same weights,
+see the same batches and run interleaved (rotating order), so that load from other processes
+hits them alike; we report the median over the timed steps.
+
+    python benchmarks/training_speed.py --preset tiny --vocab-size 16000 --batch-size 64
+
+bf16 matmuls use the CPU's AMX or AVX512-BF16 units where it has them (lscpu: amx_bf16).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from model_throughput import cpu_name, make_batch  # noqa: E402
+
+from bert_pipeline.model import BertConfig, BertForPreTraining  # noqa: E402
+
+OUT = Path(__file__).with_suffix(".md")
+
+# name: (bf16-mixed, compile, dropout while pretraining)
+VARIANTS = {
+    "fp32": (False, False, 0.1),
+    "bf16": (True, False, 0.1),
+    "bf16+compile": (True, True, 0.1),
+    "bf16+compile, dropout 0": (True, True, 0.0),
+}
+
+
+def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
+    bf16, compile_, dropout = VARIANTS[name]
+    config = BertConfig.from_preset(
+        args.preset,
+        vocab_size=args.vocab_size,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
+    model = BertForPreTraining(config)
+    model.load_state_dict(state)
+    model.train()
+    if compile_:
+        model.compile()
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, **({"foreach": True} if bf16 else {"fused": True})
+    )
+    return model, opt, bf16
+
+
+def step(model, opt, bf16: bool, b: dict) -> None:
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(
+            b["input_ids"],
+            b["token_type_ids"],
+            b["attention_mask"],
+            b["masked_lm_positions"],
+            b["masked_lm_labels"],
+            b["next_sentence_label"],
+        ).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per variant")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation)")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=16000)
+    parser.add_argument("--mask-prob", type=float, default=0.15)
+    parser.add_argument("--max-predictions", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--note", default="", help="free text written under the table")
+    parser.add_argument("--output", type=Path, default=OUT)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    load_before = os.getloadavg()[0]
+    state = BertForPreTraining(BertConfig.from_preset(args.preset, vocab_size=args.vocab_size))
+    state = state.state_dict()
+    names = list(VARIANTS)
+    runners = {name: build(name, args, state) for name in names}
+    gen = torch.Generator().manual_seed(args.seed)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    tokens: list[int] = []
+    for i in range(args.warmup + args.steps):
+        batch = make_batch(gen, args, args.vocab_size)
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            model, opt, bf16 = runners[name]
+            start = time.perf_counter()
+            step(model, opt, bf16, batch)
+            if i >= args.warmup:
+                times[name].append(time.perf_counter() - start)
+        if i >= args.warmup:
+            tokens.append(int(batch["attention_mask"].sum()))
+            print(
+                f"step {i}: " + ", ".join(f"{n} {times[n][-1]:.3f}s" for n in names),
+                file=sys.stderr,
+            )
+    load_after = os.getloadavg()[0]
+
+    base = statistics.median(times["fp32"])
+    argv = sys.argv[1:]
+    if "--note" in argv:
+        i = argv.index("--note")
+        argv = argv[:i] + argv[i + 2 :]
+    command = shlex.join(["python", "benchmarks/training_speed.py", *argv])
+    lines = [
+        "# Pretraining step time by training setting (benchmarks/training_speed.py)",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with `{command}`.",
+        "",
+        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch threads {args.threads}; "
+        f"1-min load average {load_before:.1f} before, {load_after:.1f} after "
+        f"({args.threads} = this script alone)",
+        f"- torch {torch.__version__}, Python {platform.python_version()}",
+        f"- preset {args.preset}, batch {args.batch_size} x seq {args.seq_length}, vocab "
+        f"{args.vocab_size}, {args.mask_prob:.0%} masking capped at {args.max_predictions}, "
+        "10% shorter rows; MLM + NSP loss; fwd + bwd + clipping + AdamW",
+        f"- {args.warmup} warm-up + {args.steps} timed steps per variant, interleaved; "
+        "medians over timed steps; tokens = non-pad tokens",
+        "",
+        "| variant | ms/step | tokens/s | speed-up over fp32 |",
+        "|---|---:|---:|---:|",
+    ]
+    for name in names:
+        ms = statistics.median(times[name])
+        tps = statistics.median(n / t for n, t in zip(tokens, times[name], strict=True))
+        lines.append(f"| {name} | {1000 * ms:.0f} | {tps:,.0f} | {base / ms:.2f}x |")
+    if args.note:
+        lines += ["", args.note]
+    args.output.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -41,6 +41,15 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def command_line(script: str) -> str:
+    """This run's command for the report; --note is left out (it is printed under the table)."""
+    argv = sys.argv[1:]
+    if "--note" in argv:
+        i = argv.index("--note")
+        argv = argv[:i] + argv[i + 2 :]
+    return shlex.join(["python", script, *argv])
+
+
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
     """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
     B, T = args.batch_size, args.seq_length
@@ -78,17 +87,21 @@ def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) 
     }
 
 
-def ours_step(model, opt, b) -> float:
-    loss = model(
-        b["input_ids"],
-        b["token_type_ids"],
-        b["attention_mask"],
-        b["masked_lm_positions"],
-        b["masked_lm_labels"],
-        b["next_sentence_label"],
-    ).loss
+def ours_step(model, opt, b, *, bf16: bool = False, clip: float | None = None) -> float:
+    """One step of our model; `bf16` under CPU autocast, `clip` the gradient norm first."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(
+            b["input_ids"],
+            b["token_type_ids"],
+            b["attention_mask"],
+            b["masked_lm_positions"],
+            b["masked_lm_labels"],
+            b["next_sentence_label"],
+        ).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
     return loss.item()
 
@@ -184,11 +197,7 @@ def main() -> None:
         torch.set_num_threads(threads)
         results += [{"threads": threads, **bench_preset(p, args)} for p in args.presets]
     load_after = os.getloadavg()[0]
-    argv = sys.argv[1:]
-    if "--note" in argv:  # the note is printed below the table instead
-        i = argv.index("--note")
-        argv = argv[:i] + argv[i + 2 :]
-    command = shlex.join(["python", "benchmarks/model_throughput.py", *argv])
+    command = command_line("benchmarks/model_throughput.py")
     lines = [
         "# Pre-training throughput: bert_pipeline vs transformers",
         "",

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from model_throughput import cpu_name, make_batch  # noqa: E402
+from model_throughput import command_line, cpu_name, make_batch, ours_step  # noqa: E402
 
 from bert_pipeline.model import BertConfig, BertForPreTraining  # noqa: E402
 
@@ -61,22 +60,6 @@ def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
     return model, opt, bf16
 
 
-def step(model, opt, bf16: bool, b: dict) -> None:
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = model(
-            b["input_ids"],
-            b["token_type_ids"],
-            b["attention_mask"],
-            b["masked_lm_positions"],
-            b["masked_lm_labels"],
-            b["next_sentence_label"],
-        ).loss
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    opt.step()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--preset", default="tiny")
@@ -108,7 +91,7 @@ def main() -> None:
         for name in names[i % len(names) :] + names[: i % len(names)]:
             model, opt, bf16 = runners[name]
             start = time.perf_counter()
-            step(model, opt, bf16, batch)
+            ours_step(model, opt, batch, bf16=bf16, clip=1.0)
             if i >= args.warmup:
                 times[name].append(time.perf_counter() - start)
         if i >= args.warmup:
@@ -120,11 +103,7 @@ def main() -> None:
     load_after = os.getloadavg()[0]
 
     base = statistics.median(times["fp32"])
-    argv = sys.argv[1:]
-    if "--note" in argv:
-        i = argv.index("--note")
-        argv = argv[:i] + argv[i + 2 :]
-    command = shlex.join(["python", "benchmarks/training_speed.py", *argv])
+    command = command_line("benchmarks/training_speed.py")
     lines = [
         "# Pretraining step time by training setting (benchmarks/training_speed.py)",
         "",

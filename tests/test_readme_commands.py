@@ -338,6 +338,8 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here
     assert budget["pretrain_model"]["dropout"] == 0.0  # pretrains without dropout,
     assert model.config.hidden_dropout_prob == 0.1  # exports the architecture's for fine-tuning
+    card = (export / "README.md").read_text()
+    assert "Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining" in card
 
 
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):

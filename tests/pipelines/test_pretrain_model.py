@@ -91,6 +91,7 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
     )
     card = (model_dir / "README.md").read_text()
     assert "## Training data" in card and "Masked-LM accuracy" in card
+    assert "- Precision 32; dropout 0.1." in card
     assert (Path(local) / "artifacts" / "model" / "README.md").read_text() == card
     assert client.get_model_version("bert-pretrained", "1").description == card
     again = load_pretrained(Path(local) / "artifacts" / "model").eval()

@@ -73,6 +73,14 @@ def pretrained_card(
         "training examples; AdamW lr "
         f"{optimizer.get('lr')}, weight decay {optimizer.get('weight_decay')}, linear warmup over "
         f"{schedule.get('warmup_steps')} steps then linear decay, seed {params.get('seed')}.",
+        f"- Precision {params.get('precision', '32')}"
+        + (", torch.compile" if params.get("compile") else "")
+        + (
+            f"; dropout {dropout} while pretraining (config.json keeps "
+            f"{config.get('hidden_dropout_prob')} for fine-tuning)."
+            if (dropout := params.get("dropout")) is not None
+            else f"; dropout {config.get('hidden_dropout_prob')}."
+        ),
         "",
         "## Results (held-out documents)",
         "",

@@ -310,8 +310,19 @@ def test_no_nsp_ablation_runs_end_to_end(tmp_path, project_root):
     assert "val/mlm_accuracy" in metrics and "val/nsp_accuracy" not in metrics
 
 
-def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project_root):
-    """`make pretrain-budget` (`kedro run --env budget`) on 12 articles, with tiny sizes."""
+# README "A model worth fine-tuning": the fast recipe, on top of the budget environment
+FAST_RECIPE = {
+    "pretrain_data.examples.masking": "dynamic",
+    "pretrain_model.precision": "bf16-mixed",
+    "pretrain_model.compile": "true",
+    "pretrain_model.dropout": 0.0,
+}
+
+
+@pytest.mark.parametrize("recipe", ["committed", "fast"])
+def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project_root, recipe):
+    """`make pretrain-budget` (`kedro run --env budget`) on 12 articles, with tiny sizes; and
+    the README's fast recipe (its batch and step counts stay tiny)."""
     names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
     wiki = write_wikiextractor(
         tmp_path / "wiki", {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}
@@ -319,6 +330,8 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     params = {**TINY_PRETRAIN, "data_dir": tmp_path / "data", "corpus.path": wiki}
     del params["corpus.max_documents"]
     params["pretrain_model.val_split"] = 4
+    if recipe == "fast":
+        params |= FAST_RECIPE
     _kedro(["run", "--env", "budget"], project_root, _env(tmp_path), params)
     stats = json.loads(
         (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()
@@ -336,10 +349,11 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     preset = budget["pretrain_model"]["model"]["preset"]
     assert model.config.num_hidden_layers == PRESETS[preset][0]
     assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here
-    assert budget["pretrain_model"]["dropout"] == 0.0  # pretrains without dropout,
-    assert model.config.hidden_dropout_prob == 0.1  # exports the architecture's for fine-tuning
-    card = (export / "README.md").read_text()
-    assert "Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining" in card
+    if recipe == "fast":  # pretrained without dropout, exported with it for fine-tuning
+        assert model.config.hidden_dropout_prob == 0.1
+        card = (export / "README.md").read_text()
+        assert "Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining" in card
+        assert "Masking: dynamic" in card
 
 
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):

@@ -16,6 +16,7 @@ from bert_pipeline.model import (
     BertForSequenceClassification,
     BertModel,
 )
+from bert_pipeline.model.card import pretrained_card
 from bert_pipeline.model.checkpoint import (
     load_pretrained,
     model_from_checkpoint,
@@ -200,3 +201,19 @@ def test_checkpoint_dataset_rejects_other_values(tmp_path):
 
     with pytest.raises(DatasetError, match="state_dict"):
         CheckpointDataset(path=str(tmp_path / "ckpt")).save({"config": {}})
+
+
+def test_pretrained_card_says_how_the_model_was_trained():
+    """The card states the pretraining precision and dropout: config.json keeps the fine-tuning
+    dropout, so a model pretrained without dropout would otherwise not say so."""
+    config = BertConfig.from_preset("tiny", vocab_size=100).to_dict()
+    statistics = {"n_examples": 10, "n_documents": 2, "n_tokens": 500, "mean_length": 50.0}
+    statistics |= {"is_next_rate": 1.0}
+    metrics = {"global_step": 5, "num_train_examples": 8, "val/mlm_accuracy": 0.5}
+    metrics |= {"val/mlm_loss": 2.0}
+    fast = {"precision": "bf16-mixed", "compile": True, "dropout": 0.0}
+    card = pretrained_card(config, statistics, metrics, fast)
+    assert (
+        "- Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining (config.json " in card
+    )
+    assert "- Precision 32; dropout 0.1." in pretrained_card(config, statistics, metrics, {})

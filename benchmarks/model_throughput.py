@@ -50,6 +50,13 @@ def command_line(script: str) -> str:
     return shlex.join(["python", script, *argv])
 
 
+def write_report(lines: list[str], note: str, output: Path) -> None:
+    """The table and the note under it, to `output` and the terminal."""
+    text = "\n".join([*lines, *(["", note] if note else [])]) + "\n"
+    output.write_text(text, encoding="utf-8")
+    print(text, end="")
+
+
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
     """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
     B, T = args.batch_size, args.seq_length
@@ -222,10 +229,7 @@ def main() -> None:
             f"| {r['preset']} | {r['threads']} | {r['ours']:,.0f} | {r['hf']:,.0f} | "
             f"{r['ours_ms']:.0f} | {r['hf_ms']:.0f} | {r['ratio']:.2f}x |"
         )
-    if args.note:
-        lines += ["", args.note]
-    args.output.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+    write_report(lines, args.note, args.output)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,13 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from model_throughput import command_line, cpu_name, make_batch, ours_step  # noqa: E402
+from model_throughput import (  # noqa: E402
+    command_line,
+    cpu_name,
+    make_batch,
+    ours_step,
+    write_report,
+)
 
 from bert_pipeline.model import BertConfig, BertForPreTraining  # noqa: E402
 
@@ -126,10 +132,7 @@ def main() -> None:
         ms = statistics.median(times[name])
         tps = statistics.median(n / t for n, t in zip(tokens, times[name], strict=True))
         lines.append(f"| {name} | {1000 * ms:.0f} | {tps:,.0f} | {base / ms:.2f}x |")
-    if args.note:
-        lines += ["", args.note]
-    args.output.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    print("\n".join(lines))
+    write_report(lines, args.note, args.output)
 
 
 if __name__ == "__main__":

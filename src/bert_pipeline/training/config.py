@@ -124,7 +124,7 @@ class TrainingConfig(DeviceParams):
     # Hidden and attention dropout while pretraining only (None: the model config's); the
     # exported config keeps the architecture's dropout, which fine-tuning then uses.
     dropout: float | None = None
-    compile: bool = False  # torch.compile the model for training (fused kernels, ~2x on CPU bf16)
+    compile: bool = False  # torch.compile for training: fused element-wise kernels
     # data
     masking: str = "auto"
     # How the examples were made: the pipeline fills these from their manifest (for_examples)

@@ -57,6 +57,15 @@ def write_report(lines: list[str], note: str, output: Path) -> None:
     print(text, end="")
 
 
+def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_size: int) -> None:
+    """The options `make_batch` reads, with a script's own default batch and vocabulary size."""
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=vocab_size)
+    parser.add_argument("--mask-prob", type=float, default=0.15)
+    parser.add_argument("--max-predictions", type=int, default=20)
+
+
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
     """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
     B, T = args.batch_size, args.seq_length
@@ -175,11 +184,7 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["mini", "small"])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per model")
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seq-length", type=int, default=128)
-    parser.add_argument("--vocab-size", type=int, default=30522)
-    parser.add_argument("--mask-prob", type=float, default=0.15)
-    parser.add_argument("--max-predictions", type=int, default=20)
+    add_batch_arguments(parser, batch_size=32, vocab_size=30522)
     parser.add_argument(
         "--threads",
         type=int,

@@ -27,6 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from model_throughput import (  # noqa: E402
+    add_batch_arguments,
     command_line,
     cpu_name,
     make_batch,
@@ -71,11 +72,7 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per variant")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation)")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--seq-length", type=int, default=128)
-    parser.add_argument("--vocab-size", type=int, default=16000)
-    parser.add_argument("--mask-prob", type=float, default=0.15)
-    parser.add_argument("--max-predictions", type=int, default=20)
+    add_batch_arguments(parser, batch_size=64, vocab_size=16000)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--note", default="", help="free text written under the table")

@@ -41,7 +41,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     """One fine-tuning through bert_pipeline.glue.finetune.finetune_task."""
     import torch
 
-    from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+    from bert_pipeline.glue.finetune import GlueConfig, finetune_task
     from bert_pipeline.model.checkpoint import read_checkpoint
 
     if args.threads:
@@ -49,7 +49,7 @@ def run_ours(args: argparse.Namespace) -> dict:
     task, train, dev = load_tables(
         args.glue_dir, args.tasks[0], args.max_train_examples, args.sample_seed
     )
-    config = FinetuneConfig(
+    config = GlueConfig(
         learning_rates=[args.learning_rate],
         seeds=[args.seeds[0]],
         epochs=args.epochs,
@@ -103,7 +103,7 @@ def step_check(args: argparse.Namespace) -> dict:
 
     from bert_pipeline.glue.features import GlueFeatures, encode_table
     from bert_pipeline.glue.finetune import (
-        FinetuneConfig,
+        GlueConfig,
         build_classifier,
         tokenizer_from_checkpoint,
     )
@@ -143,7 +143,7 @@ def step_check(args: argparse.Namespace) -> dict:
     trial = TrialParams(args.learning_rate, args.seeds[0], 0.01, warmup)
     module = Recording(ours, task, ["dev"], trial)
     loader = DataLoader(features, args.batch_size, shuffle=False, collate_fn=features.collate)
-    devices = FinetuneConfig(accelerator="cpu", progress_bar=False)  # as finetune_task's
+    devices = GlueConfig(accelerator="cpu", progress_bar=False)  # as finetune_task's
     build_trainer(devices, max_epochs=args.epochs).fit(module, train_dataloaders=loader)
 
     hf_losses: list[float] = []

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_pipeline.glue.finetune import FinetuneConfig, finetune_task
+from bert_pipeline.glue.finetune import GlueConfig, finetune_task
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.metrics import task_score
 from bert_pipeline.glue.tasks import get_task
@@ -67,11 +67,9 @@ def sample(frame: pd.DataFrame, limit: int | None, seed: int) -> pd.DataFrame:
     return frame.sample(n=limit, random_state=seed).sort_index().reset_index(drop=True)
 
 
-def finetune_config(
-    args: argparse.Namespace, learning_rates: list[float], **extra
-) -> FinetuneConfig:
+def finetune_config(args: argparse.Namespace, learning_rates: list[float], **extra) -> GlueConfig:
     """The benchmarks' grid and sizes from their command-line arguments."""
-    return FinetuneConfig(
+    return GlueConfig(
         learning_rates=learning_rates,
         seeds=args.seeds,
         epochs=args.epochs,

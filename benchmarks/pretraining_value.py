@@ -68,7 +68,7 @@ def finetune(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     source, checkpoint = checkpoint_for(args)
-    config = finetune_config(args, args.lrs, progress_bar=False)
+    config = finetune_config(args, args.lrs, pooling=args.pooling, progress_bar=False)
     tasks = {}
     if args.resume and args.results.is_file():  # tasks of an interrupted run are kept
         tasks = json.loads(args.results.read_text())["tasks"]
@@ -209,7 +209,7 @@ def write_results(args: argparse.Namespace, source: str, tasks: dict) -> None:
         "cpu": cpu_name(),
         "threads": args.threads,
         "load_after": os.getloadavg()[0],
-        "config": {k: getattr(args, k) for k in ("lrs", "seeds", "epochs", "batch_size")}
+        "config": {k: getattr(args, k) for k in ("lrs", "seeds", "epochs", "batch_size", "pooling")}
         | {"max_seq_length": args.max_seq_length, "max_train": args.max_train_examples},
         "tasks": tasks,
     }
@@ -305,7 +305,13 @@ def protocol_table(results: list[dict], baseline: str) -> list[str]:
         f"{', '.join(f'{x:g}' for x in first['config']['lrs'])} x seeds "
         f"{', '.join(map(str, first['config']['seeds']))}, {first['config']['epochs']} epochs, "
         f"batch {first['config']['batch_size']}, max_seq_length "
-        f"{first['config']['max_seq_length']}, the best epoch on dev per trial (as finetune_glue). "
+        f"{first['config']['max_seq_length']}, "
+        + (
+            "the classifier on the mean of the last layer (finetune_glue's pooling: mean), "
+            if first["config"].get("pooling") == "mean"
+            else "the classifier on the pooled [CLS] (as the paper), "
+        )
+        + "the best epoch on dev per trial (as finetune_glue). "
         "Per model and task, the rate with the best mean dev score over the seeds; cells are "
         "mean ± standard deviation over the seeds at that rate (x100). Train sets: "
         + ", ".join(f"{t} {first['tasks'][t]['train']:,}" for t in tasks)
@@ -387,9 +393,10 @@ def epoch_curves(results: list[dict], tasks: list[str]) -> list[str]:
 
 
 def protocol_of(result: dict) -> tuple:
-    """Results are compared only with results of the same fine-tuning protocol."""
-    c = result["config"]
-    keys = ("epochs", "batch_size", "lrs", "seeds", "max_seq_length", "max_train")
+    """Results are compared only with results of the same fine-tuning protocol (records from
+    before the `pooling` option read the pooled [CLS])."""
+    c = {"pooling": "cls", **result["config"]}
+    keys = ("epochs", "batch_size", "pooling", "lrs", "seeds", "max_seq_length", "max_train")
     return tuple(str(c[k]) for k in keys)
 
 
@@ -426,7 +433,8 @@ def report(args: argparse.Namespace) -> None:
     for group in groups.values():
         if len(groups) > 1:
             c = group[0]["config"]
-            lines += [f"## {c['epochs']} epochs, batch {c['batch_size']}", ""]
+            head = ", mean-pooled head" if c.get("pooling") == "mean" else ""
+            lines += [f"## {c['epochs']} epochs, batch {c['batch_size']}{head}", ""]
         lines += [*protocol_table(group, args.baseline), ""]
     if probes:
         lines += probe_table(probes)
@@ -490,6 +498,7 @@ def main() -> None:
     ft.add_argument("--epochs", type=int, default=3)
     ft.add_argument("--batch-size", type=int, default=32)
     ft.add_argument("--max-seq-length", type=int, default=128)
+    ft.add_argument("--pooling", choices=["cls", "mean"], default="cls", help="what the head reads")
     ft.add_argument("--resume", action="store_true", help="keep --results' finished tasks")
     pt = sub.add_parser("pretraining")
     pt.add_argument("--name", required=True)

@@ -72,6 +72,7 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
     @torch.no_grad()
     def _predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         from bert_pipeline.glue.features import GlueFeatures, encode_table
+        from bert_pipeline.model.bert import masked_mean
 
         features = GlueFeatures(
             encode_table(self.tokenizer, rows, self.max_seq_length), [0] * len(rows), False
@@ -80,8 +81,7 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         inputs = (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
         if not self.classifier:
             hidden, _ = self.model(*inputs)
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            mean = (hidden * mask).sum(1) / mask.sum(1)
+            mean = masked_mean(hidden, batch["attention_mask"])
             return pd.DataFrame(
                 {"cls_embedding": hidden[:, 0].tolist(), "mean_embedding": mean.tolist()}
             )

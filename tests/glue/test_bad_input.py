@@ -54,6 +54,9 @@ def test_pipeline_parameter_errors():
     with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.epochs: Value 'x'"):
         task_config("rte", {"hyperparameters": {"rte": {"epochs": "x"}}})
     assert task_config("rte", {"defaults": {"learning_rates": ["5e-5"]}}).learning_rates == [5e-5]
+    with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.pooling must be one"):
+        task_config("rte", {"hyperparameters": {"rte": {"pooling": "max"}}})
+    assert task_config("rte", {"defaults": {"pooling": "mean"}}).pooling == "mean"
 
 
 def test_missing_split(rte_dir, tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.glue.finetune import (
-    FinetuneConfig,
+    GlueConfig,
     finetune_task,
     predict,
     tokenizer_from_checkpoint,
@@ -36,7 +36,7 @@ def _run(data, checkpoint, config):
 
 def test_grid_picks_the_best_trial_and_is_deterministic(data):
     checkpoint = tiny_checkpoint()
-    config = FinetuneConfig(
+    config = GlueConfig(
         learning_rates=[1e-3, 1e-4],
         seeds=[1],
         batch_size=8,
@@ -66,6 +66,29 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
         assert predict(model, get_task("mnli"), features, 64).tolist() == kept
     assert result.checkpoint["config"]["id2label"]["2"] == "contradiction"
     assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
+
+
+def test_mean_pooling_travels_with_the_fine_tuned_model(data):
+    checkpoint = tiny_checkpoint()
+    config = GlueConfig(
+        learning_rates=[1e-3],
+        seeds=[1],
+        batch_size=8,
+        epochs=1,
+        max_seq_length=32,
+        pooling="mean",
+        progress_bar=False,
+    )
+    result = _run(data, checkpoint, config)
+    assert result.checkpoint["config"]["classifier_pooling"] == "mean"
+    assert not any(k.startswith("bert.pooler.") for k in result.checkpoint["state_dict"])
+    model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
+    assert model.bert.pooler is None
+    frame = data["dev_matched"]
+    tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
+    features = GlueFeatures(encode_table(tokenizer, frame, 32), frame["label"], False)
+    kept = result.dev_predictions.query("split == 'dev_matched'")["prediction"].tolist()
+    assert predict(model, get_task("mnli"), features, 64).tolist() == kept
 
 
 def test_mnli_init_wiring():

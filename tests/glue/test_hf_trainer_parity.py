@@ -40,7 +40,7 @@ def _ours(task, train, dev, checkpoint, monkeypatch) -> list[float]:
         return loss
 
     monkeypatch.setattr(GlueModule, "training_step", recording)
-    config = ft.FinetuneConfig(
+    config = ft.GlueConfig(
         learning_rates=[LR],
         seeds=[SEED],
         epochs=EPOCHS,

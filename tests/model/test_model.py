@@ -94,6 +94,26 @@ def test_padding_invariance():
     torch.testing.assert_close(seq[1, :11], seq_1[0], atol=1e-5, rtol=1e-5)
 
 
+def test_mean_pooled_classifier_reads_only_the_unpadded_tokens():
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(tiny_config(classifier_pooling="mean"), 2).eval()
+    assert model.bert.pooler is None
+    ids, tt, am = random_batch()
+    with torch.no_grad():
+        _, logits = model(ids, tt, am)
+        seq, _ = model.bert(ids, tt, am)
+        _, alone = model(ids[1:2, :11], tt[1:2, :11])  # the padded row, unpadded
+    means = torch.stack([seq[i][am[i].bool()].mean(0) for i in range(3)])
+    torch.testing.assert_close(logits, model.classifier(means))
+    torch.testing.assert_close(alone[0], logits[1], atol=1e-5, rtol=1e-5)
+    config = model.config.to_dict()
+    assert config["classifier_pooling"] == "mean"
+    assert "classifier_pooling" not in tiny_config().to_dict()  # transformers' config.json
+    assert BertConfig.from_dict(config) == model.config
+    with pytest.raises(ValueError, match="classifier_pooling='max' is not supported"):
+        tiny_config(classifier_pooling="max")
+
+
 def test_gathered_mlm_head_equals_full_head():
     torch.manual_seed(0)
     model = BertForPreTraining(tiny_config()).eval()

@@ -22,6 +22,8 @@ from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_to_checkpoint
+from bert_pipeline.model.config import CLASSIFIER_POOLINGS
+from bert_pipeline.training.config import ConfigError
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
     FinetuneDataModule,
@@ -36,6 +38,22 @@ from bert_pipeline.training.finetune import (
 
 
 @dataclass
+class GlueConfig(FinetuneConfig):
+    """The shared hyperparameters plus what the classifier reads: `pooling` "cls" (the paper's
+    pooled [CLS]) or "mean" (the mean of the last layer, for encoders pretrained without NSP)."""
+
+    pooling: str = "cls"
+
+    def check(self, root: str) -> None:
+        super().check(root)
+        if self.pooling not in CLASSIFIER_POOLINGS:
+            raise ConfigError(
+                f"parameter {root}.pooling must be one of {list(CLASSIFIER_POOLINGS)}, "
+                f"got {self.pooling!r}"
+            )
+
+
+@dataclass
 class FinetuneResult:
     checkpoint: dict
     dev_metrics: dict[str, dict[str, float]]
@@ -46,10 +64,21 @@ class FinetuneResult:
 
 
 def build_classifier(
-    checkpoint: Mapping, task: GlueTask, source: str, seed: int | None = None
+    checkpoint: Mapping,
+    task: GlueTask,
+    source: str,
+    seed: int | None = None,
+    pooling: str = "cls",
 ) -> BertForSequenceClassification:
     """The encoder from the checkpoint plus a fresh task head seeded by `seed`."""
-    return with_new_head(checkpoint, BertForSequenceClassification, task.num_labels, source, seed)
+    return with_new_head(
+        checkpoint,
+        BertForSequenceClassification,
+        task.num_labels,
+        source,
+        seed,
+        classifier_pooling=pooling,
+    )
 
 
 @torch.no_grad()
@@ -89,7 +118,7 @@ def finetune_task(
     dev: pd.DataFrame,
     test: pd.DataFrame,
     checkpoint: Mapping,
-    config: FinetuneConfig,
+    config: GlueConfig,
     *,
     source: str = "checkpoint",
     mlflow_run_id: str | None = None,
@@ -115,7 +144,7 @@ def finetune_task(
     test_features = encode(task, tokenizer, test, length)
 
     def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
-        model = build_classifier(checkpoint, task, source, trial.seed)
+        model = build_classifier(checkpoint, task, source, trial.seed, config.pooling)
         data = FinetuneDataModule(
             train_features,
             dev_features,

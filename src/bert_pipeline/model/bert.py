@@ -375,15 +375,28 @@ class BertClassifierBase(BertPreTrainedModel):
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels = num_labels
-        self.bert = BertModel(config, add_pooling_layer=self.pooled)
+        pooler = self.pooled and config.classifier_pooling == "cls"
+        self.bert = BertModel(config, add_pooling_layer=pooler)
         p = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.apply(self._init_weights)
 
 
+def masked_mean(sequence_output: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """[B, T, H] -> [B, H]: the mean over the positions the mask keeps (all without a mask)."""
+    if attention_mask is None:
+        return sequence_output.mean(1)
+    keep = attention_mask.unsqueeze(-1).to(sequence_output.dtype)
+    return (sequence_output * keep).sum(1) / keep.sum(1).clamp(min=1)
+
+
 class BertForSequenceClassification(BertClassifierBase):
-    """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE."""
+    """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE.
+
+    `config.classifier_pooling == "mean"` reads the masked mean of the last layer instead of
+    the pooled [CLS] (no pooler then).
+    """
 
     def forward(
         self,
@@ -392,7 +405,9 @@ class BertForSequenceClassification(BertClassifierBase):
         attention_mask: Tensor | None = None,
         labels: Tensor | None = None,
     ) -> tuple[Tensor | None, Tensor]:
-        _, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
+        sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
+        if pooled_output is None:
+            pooled_output = masked_mean(sequence_output, attention_mask)
         logits = self.classifier(self.dropout(pooled_output))
         loss = None
         if labels is not None:

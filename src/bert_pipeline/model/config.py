@@ -21,6 +21,9 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
+# What a sequence classifier reads: the pooled [CLS] (the paper, transformers) or the mean of the
+# last layer over the unpadded tokens (ours: an encoder pretrained without NSP never trains [CLS]).
+CLASSIFIER_POOLINGS = ("cls", "mean")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     pad_token_id: int = 0
     classifier_dropout: float | None = None
+    classifier_pooling: str = "cls"  # not a transformers field: it reads only "cls"
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -52,6 +56,11 @@ class BertConfig:
             raise ValueError(
                 f"hidden_act={self.hidden_act!r} is not supported; "
                 f"use one of {SUPPORTED_ACTIVATIONS}"
+            )
+        if self.classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ValueError(
+                f"classifier_pooling={self.classifier_pooling!r} is not supported; "
+                f"use one of {CLASSIFIER_POOLINGS}"
             )
 
     @classmethod
@@ -70,8 +79,12 @@ class BertConfig:
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
-        """The HF ``config.json`` form (``model_type`` included, no ``architectures``)."""
-        return {"model_type": "bert", **dataclasses.asdict(self)}
+        """The HF ``config.json`` form (``model_type`` included, no ``architectures``); our
+        `classifier_pooling` only when it is not transformers' [CLS]."""
+        fields = dataclasses.asdict(self)
+        if fields["classifier_pooling"] == "cls":
+            del fields["classifier_pooling"]
+        return {"model_type": "bert", **fields}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BertConfig:

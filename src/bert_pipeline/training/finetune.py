@@ -176,9 +176,11 @@ def with_new_head(
     source: str,
     seed: int | None,
     head: str = "classifier",
+    **overrides: Any,
 ) -> nn.Module:
     """The encoder from the checkpoint plus a fresh linear `head` (any old head is dropped);
-    `num_labels` for a classifier, None for a model with a fixed head (question answering).
+    `num_labels` for a classifier, None for a model with a fixed head (question answering);
+    `overrides` set config fields of the new model (GLUE's `classifier_pooling`).
 
     With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
     whatever the encoder's init drew first), as transformers initializes a missing head after
@@ -188,7 +190,7 @@ def with_new_head(
     config = stripped["config"]
     try:
         labels = {} if num_labels is None else {"num_labels": num_labels}
-        model = model_from_checkpoint(stripped, model_cls, source=source, **labels)
+        model = model_from_checkpoint(stripped, model_cls, source=source, **labels, **overrides)
     except ValueError as exc:
         raise CheckpointMismatchError(str(exc)) from exc
     if seed is not None:

@@ -10,7 +10,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 
-from bert_pipeline.glue.finetune import FinetuneConfig, FinetuneResult, finetune_task
+from bert_pipeline.glue.finetune import FinetuneResult, GlueConfig, finetune_task
 from bert_pipeline.glue.report import (
     submission_files,
     summary_markdown,
@@ -61,12 +61,12 @@ def build_task_tables(
     return train, dev, test
 
 
-def task_config(task: str, params: dict[str, Any]) -> FinetuneConfig:
+def task_config(task: str, params: dict[str, Any]) -> GlueConfig:
     """`finetune_glue.defaults` overridden by `finetune_glue.hyperparameters.<task>`."""
     defaults = params.get("defaults") or {}
-    FinetuneConfig.from_params(defaults, where="finetune_glue.defaults")
+    GlueConfig.from_params(defaults, where="finetune_glue.defaults")
     overrides = (params.get("hyperparameters") or {}).get(task) or {}
-    return FinetuneConfig.from_params(
+    return GlueConfig.from_params(
         {**defaults, **overrides}, where=f"finetune_glue.hyperparameters.{task}"
     )
 

@@ -4,11 +4,11 @@
 pipeline: the lr x seed grid, best epoch on dev) on each task and writes its trials to a JSON
 file; `--random-like DIR` instead fine-tunes a random init of DIR's architecture and vocabulary.
 Every model sees the same (seeded) train subsample; results are compared only within one
-fine-tuning protocol (epochs, batch, grid). `probe` measures the frozen encoder instead (zero-shot
-STS-B cosine, SST-2 linear probe): what pretraining put in the features, before fine-tuning can
-relearn or erase it. `pretraining` saves an MLflow pretraining run's curves and times. `report`
-merges such files into benchmarks/pretraining_value.md, .png and .jsonl; the .jsonl holds every
-record it used, so a later report can start from it and add new files.
+fine-tuning protocol (epochs, batch, grid, pooling). `probe` measures the frozen encoder instead
+(zero-shot STS-B cosine, SST-2 linear probe): what pretraining put in the features, before
+fine-tuning can relearn or erase it. `pretraining` saves an MLflow pretraining run's curves and
+times. `report` merges such files into benchmarks/pretraining_value.md, .png and .jsonl; the
+.jsonl holds every record it used, so a later report can start from it and add new files.
 
     python benchmarks/pretraining_value.py finetune --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/value_budget.json
@@ -43,6 +43,8 @@ import torch
 from glue_quality import DEFAULT_GLUE, finetune_config, sample
 from model_throughput import cpu_name
 
+from bert_pipeline.model.config import CLASSIFIER_POOLINGS
+
 OUT = Path(__file__).with_suffix(".md")
 TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
 CURVES = ("val/mlm_accuracy", "val/mlm_loss", "val/nsp_accuracy")
@@ -71,7 +73,10 @@ def finetune(args: argparse.Namespace) -> None:
     config = finetune_config(args, args.lrs, pooling=args.pooling, progress_bar=False)
     tasks = {}
     if args.resume and args.results.is_file():  # tasks of an interrupted run are kept
-        tasks = json.loads(args.results.read_text())["tasks"]
+        kept = json.loads(args.results.read_text())
+        if kept["config"].get("pooling", "cls") != args.pooling:
+            sys.exit(f"{args.results}: its tasks were fine-tuned with another --pooling")
+        tasks = kept["tasks"]
     for name in args.tasks:
         task = get_task(name)
         if task.name in tasks:
@@ -107,7 +112,7 @@ def finetune(args: argparse.Namespace) -> None:
 
 def mean_pooled(checkpoint: dict, texts: list[str], source: str) -> tuple[np.ndarray, np.ndarray]:
     """[layers, texts, hidden] twice: every hidden state averaged over each text's tokens, and
-    its first token's ([CLS], the vector fine-tuning's pooler reads)."""
+    its first token's ([CLS], the vector fine-tuning's pooler reads with `pooling: cls`)."""
     from bert_pipeline.extract_features import extract_features
 
     count = checkpoint["config"]["num_hidden_layers"] + 1
@@ -498,7 +503,9 @@ def main() -> None:
     ft.add_argument("--epochs", type=int, default=3)
     ft.add_argument("--batch-size", type=int, default=32)
     ft.add_argument("--max-seq-length", type=int, default=128)
-    ft.add_argument("--pooling", choices=["cls", "mean"], default="cls", help="what the head reads")
+    ft.add_argument(
+        "--pooling", choices=CLASSIFIER_POOLINGS, default="cls", help="what the head reads"
+    )
     ft.add_argument("--resume", action="store_true", help="keep --results' finished tasks")
     pt = sub.add_parser("pretraining")
     pt.add_argument("--name", required=True)

@@ -189,7 +189,7 @@ def check_run(pipeline, catalog, env: str | None) -> None:
         if name in inputs:
             parse(catalog.load(name))
     if "params:finetune_glue" in inputs:
-        from bert_pipeline.pipelines.finetune_glue.nodes import task_config
+        from bert_pipeline.pipelines.finetune_glue.nodes import task_configs
 
         params = catalog.load("params:finetune_glue")
         built = sorted({n.namespace for n in pipeline.nodes if n.namespace})
@@ -201,8 +201,7 @@ def check_run(pipeline, catalog, env: str | None) -> None:
                 f"finetune_glue.tasks={configured} of env {env!r} does not list; set "
                 "KEDRO_ENV to the env you run or list them there"
             )
-        for task in built:
-            task_config(task, params)
+        task_configs(built, params)
     from bert_pipeline.model.checkpoint import check_weights
 
     for name, hint in MODEL_INPUTS.items():

@@ -13,7 +13,7 @@ from bert_pipeline.glue.loading import (
 )
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
 from bert_pipeline.io.glue_dataset import GlueRawDataset
-from bert_pipeline.pipelines.finetune_glue.nodes import task_config
+from bert_pipeline.pipelines.finetune_glue.nodes import task_config, task_configs
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from bert_pipeline.training.finetune import (
     CheckpointMismatchError,
@@ -57,6 +57,10 @@ def test_pipeline_parameter_errors():
     with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.pooling must be one"):
         task_config("rte", {"hyperparameters": {"rte": {"pooling": "max"}}})
     assert task_config("rte", {"defaults": {"pooling": "mean"}}).pooling == "mean"
+    mixed = {"init_from_mnli": ["rte"], "hyperparameters": {"mnli": {"pooling": "mean"}}}
+    with pytest.raises(ValueError, match=r"rte.pooling='cls' but init_from_mnli starts rte"):
+        task_configs(["mnli", "rte"], mixed)
+    assert task_configs(["mnli", "stsb"], mixed)["stsb"].pooling == "cls"
 
 
 def test_missing_split(rte_dir, tmp_path):

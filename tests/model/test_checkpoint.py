@@ -16,7 +16,7 @@ from bert_pipeline.model import (
     BertForSequenceClassification,
     BertModel,
 )
-from bert_pipeline.model.card import pretrained_card
+from bert_pipeline.model.card import glue_card, pretrained_card
 from bert_pipeline.model.checkpoint import (
     load_pretrained,
     model_from_checkpoint,
@@ -217,3 +217,17 @@ def test_pretrained_card_says_how_the_model_was_trained():
         "- Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining (config.json " in card
     )
     assert "- Precision 32; dropout 0.1." in pretrained_card(config, statistics, metrics, {})
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_glue_card_says_what_the_classifier_reads(pooling):
+    """transformers' classifier reads [CLS]: a mean-pooled model's card must not send users
+    there."""
+    config = BertConfig.from_preset("tiny", vocab_size=100, classifier_pooling=pooling).to_dict()
+    best = {"learning_rate": 1e-3, "seed": 1, "best_epoch": 0}
+    record = {"best": best, "dev_metrics": {"dev": {"pearson": 0.5}}, "trials": [best]}
+    record |= {"train_examples": 10, "dev_examples": 4}
+    card = glue_card(config, "stsb", record, "a folder")
+    assert ("reads the pooled [CLS]" in card) == (pooling == "cls")
+    assert ("transformers.BertForSequenceClassification" in card) == (pooling == "cls")
+    assert 'load_pretrained("<this folder>", BertForSequenceClassification)' in card

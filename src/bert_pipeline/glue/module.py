@@ -1,6 +1,7 @@
 """Lightning module for GLUE fine-tuning: the paper's recipe, all weights trained.
 
-[CLS] pooled output -> dropout -> one new linear layer (BertForSequenceClassification); the
+[CLS] pooled output (or, with `pooling: mean`, the mean of the last layer) -> dropout -> one new
+linear layer (BertForSequenceClassification); the
 trial loop, optimizer, schedule and Trainer are the shared ones of `bert_pipeline.training`.
 """
 

@@ -367,7 +367,7 @@ class BertForPreTraining(BertPreTrainedModel):
 class BertClassifierBase(BertPreTrainedModel):
     """The encoder plus dropout and one new linear layer (`classifier`), HF's names and init."""
 
-    pooled = True  # classify the pooled [CLS] (sequence) or every token (no pooler, as HF)
+    pooled = True  # a sequence head (pooler unless classifier_pooling "mean") or every token
 
     def __init__(self, config: BertConfig, num_labels: int = 2):
         super().__init__()

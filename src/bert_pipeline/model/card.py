@@ -18,13 +18,15 @@ def _architecture(config: Mapping[str, Any]) -> str:
     )
 
 
-def _loading(registered_name: str | None, model_class: str) -> list[str]:
-    lines = [
-        "## How to load",
-        "",
-        "```python",
-        "import transformers  # Hugging Face transformers, from this folder",
-        f'model = transformers.{model_class}.from_pretrained("<this folder>")',
+def _loading(registered_name: str | None, model_class: str, transformers: bool = True) -> list[str]:
+    """`transformers` False: a model transformers would read differently (a mean-pooled head)."""
+    lines = ["## How to load", "", "```python"]
+    if transformers:
+        lines += [
+            "import transformers  # Hugging Face transformers, from this folder",
+            f'model = transformers.{model_class}.from_pretrained("<this folder>")',
+        ]
+    lines += [
         "from bert_pipeline.model import " + model_class + "  # or this project's model",
         "from bert_pipeline.model.checkpoint import load_pretrained",
         f'model = load_pretrained("<this folder>", {model_class})',
@@ -115,6 +117,7 @@ def glue_card(
     )
     labels = list((config.get("id2label") or {}).values())
     labels = labels if len(labels) > 1 else []  # one output: a regression (STS-B)
+    cls = config.get("classifier_pooling", "cls") == "cls"
     lines = [
         f"# BERT fine-tuned on GLUE {task} with bert_pipeline",
         "",
@@ -130,6 +133,11 @@ def glue_card(
         "",
         f"- Best of {len(record['trials'])} trial(s) on dev: lr {best['learning_rate']:g}, seed "
         f"{best['seed']}, epoch {best['best_epoch'] + 1}.",
+        "- The classifier reads the pooled [CLS] (as BERT)."
+        if cls
+        else "- The classifier reads the mean of the last layer over the tokens (pooling: mean); "
+        "transformers' BertForSequenceClassification would read [CLS], so load it with "
+        "bert_pipeline.",
         "",
         "## Results (dev, x100)",
         "",
@@ -141,6 +149,6 @@ def glue_card(
         + (f" (labels: {', '.join(labels)})" if labels else " (a similarity score)")
         + "; not evaluated for use on other text.",
         "",
-        *_loading(registered_name, "BertForSequenceClassification"),
+        *_loading(registered_name, "BertForSequenceClassification", transformers=cls),
     ]
     return "\n".join(lines) + "\n"

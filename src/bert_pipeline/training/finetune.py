@@ -155,8 +155,9 @@ def check_checkpoint(
 
 
 def encoder_only(checkpoint: Mapping) -> dict:
-    """The checkpoint without its heads (pretraining `cls.*`, a task's head) and
-    labels: what a new task starts from, so their absence is expected, not warned about."""
+    """The checkpoint without its heads (pretraining `cls.*`, a task's head), labels and
+    what the old head read: what a new task starts from, so their absence is expected, not
+    warned about."""
     heads = ("cls.", "classifier.", "qa_outputs.")
     return {
         **checkpoint,
@@ -164,7 +165,9 @@ def encoder_only(checkpoint: Mapping) -> dict:
             k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(heads)
         },
         "config": {
-            k: v for k, v in checkpoint["config"].items() if k not in ("id2label", "label2id")
+            k: v
+            for k, v in checkpoint["config"].items()
+            if k not in ("id2label", "label2id", "classifier_pooling")
         },
     }
 

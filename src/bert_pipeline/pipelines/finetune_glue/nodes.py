@@ -71,6 +71,22 @@ def task_config(task: str, params: dict[str, Any]) -> GlueConfig:
     )
 
 
+def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConfig]:
+    """Every task's config, checked before the run; a task that starts from the MNLI model
+    (`init_from_mnli`) must read what MNLI's classifier read (a mean-pooled one has no pooler)."""
+    configs = {task: task_config(task, params) for task in tasks}
+    for task in params.get("init_from_mnli") or []:
+        if task in configs and "mnli" in configs:
+            ours, mnli = configs[task].pooling, configs["mnli"].pooling
+            if ours != mnli:
+                raise ValueError(
+                    f"parameter finetune_glue.hyperparameters.{task}.pooling={ours!r} but "
+                    f"init_from_mnli starts {task} from the MNLI model fine-tuned with "
+                    f"pooling={mnli!r}: use one pooling for both"
+                )
+    return configs
+
+
 def _log_task_run(result: FinetuneResult, record: dict) -> None:
     """Best dev metrics, chosen lr/seed/epoch, dev record and predictions (the model: below)."""
     best = result.best

@@ -194,7 +194,9 @@ def test_mlflow_models_serve_answers_over_http(pretrained):
         _stop(server)
 
 
-def test_namespaces_runs_one_glue_task(tmp_path, project_root):
+@pytest.mark.parametrize("env", ["base", "budget"])
+def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
+    """`--namespaces=rte`, and the budget environment's fine-tuning (its grid, mean pooling)."""
     raw = write_glue_tsv(tmp_path / "glue_data", tasks=["rte"])
     model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
     params = {
@@ -207,12 +209,17 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root):
         "finetune_glue.defaults.max_seq_length": 32,
         "finetune_glue.defaults.progress_bar": "false",
     }
-    args = ["run", "--pipeline", "finetune_glue", "--namespaces=rte"]
+    args = ["run", "--env", env, "--pipeline", "finetune_glue", "--namespaces=rte"]
     _kedro(args, project_root, _env(tmp_path), params)
     assert sorted(p.name for p in (tmp_path / "data" / "06_models" / "glue").iterdir()) == ["rte"]
     record = tmp_path / "data" / "08_reporting" / "glue" / "rte" / "dev_metrics.json"
     metrics = json.loads(record.read_text())
     assert metrics["task"] == "rte" and metrics["train_examples"] == 12
+    config = json.loads(
+        (tmp_path / "data" / "06_models" / "glue" / "rte" / "config.json").read_text()
+    )
+    assert config.get("classifier_pooling", "cls") == ("mean" if env == "budget" else "cls")
+    assert len(metrics["trials"]) == (9 if env == "budget" else 1)
 
 
 def test_ner_commands_run_on_the_bundled_sample(tmp_path, project_root):
@@ -310,19 +317,19 @@ def test_no_nsp_ablation_runs_end_to_end(tmp_path, project_root):
     assert "val/mlm_accuracy" in metrics and "val/nsp_accuracy" not in metrics
 
 
-# README "A model worth fine-tuning": the fast recipe, on top of the budget environment
-FAST_RECIPE = {
-    "pretrain_data.examples.masking": "dynamic",
-    "pretrain_model.precision": "bf16-mixed",
-    "pretrain_model.compile": "true",
-    "pretrain_model.dropout": 0.0,
+# README "A model worth fine-tuning": the fp32 recipe, on top of the budget environment
+FP32_RECIPE = {
+    "pretrain_data.examples.masking": "static",
+    "pretrain_model.precision": "32",
+    "pretrain_model.compile": "false",
+    "pretrain_model.dropout": "null",
 }
 
 
-@pytest.mark.parametrize("recipe", ["committed", "fast"])
+@pytest.mark.parametrize("recipe", ["committed", "fp32"])
 def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project_root, recipe):
     """`make pretrain-budget` (`kedro run --env budget`) on 12 articles, with tiny sizes; and
-    the README's fast recipe (its batch and step counts stay tiny)."""
+    the README's fp32 recipe (its batch and step counts stay tiny)."""
     names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
     wiki = write_wikiextractor(
         tmp_path / "wiki", {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}
@@ -330,8 +337,8 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     params = {**TINY_PRETRAIN, "data_dir": tmp_path / "data", "corpus.path": wiki}
     del params["corpus.max_documents"]
     params["pretrain_model.val_split"] = 4
-    if recipe == "fast":
-        params |= FAST_RECIPE
+    if recipe == "fp32":
+        params |= FP32_RECIPE
     _kedro(["run", "--env", "budget"], project_root, _env(tmp_path), params)
     stats = json.loads(
         (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()
@@ -349,11 +356,13 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     preset = budget["pretrain_model"]["model"]["preset"]
     assert model.config.num_hidden_layers == PRESETS[preset][0]
     assert model.config.vocab_size < 800  # the budget's own WordPiece vocabulary, trained here
-    if recipe == "fast":  # pretrained without dropout, exported with it for fine-tuning
-        assert model.config.hidden_dropout_prob == 0.1
-        card = (export / "README.md").read_text()
+    assert model.config.hidden_dropout_prob == 0.1  # the fine-tuning dropout in both
+    card = (export / "README.md").read_text()
+    if recipe == "committed":  # pretrained without dropout, exported with it for fine-tuning
         assert "Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining" in card
         assert "Masking: dynamic" in card
+    else:
+        assert "Precision 32; dropout 0.1." in card and "Masking: static" in card
 
 
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):

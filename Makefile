@@ -29,7 +29,7 @@ setup-test: $(VENV)/.installed-test
 pretrain: setup
 	$(BIN)/kedro run --pipeline pretrain
 
-# About 60 minutes of training on a 2-core CPU left to it: conf/budget (Wikipedia from ../shared, see the README).
+# About 60-75 minutes of training on a 2-core CPU left to it (74 measured with NSP): conf/budget (Wikipedia from ../shared, see the README).
 pretrain-budget: setup
 	$(BIN)/kedro run --env budget --params data_dir=data/budget
 

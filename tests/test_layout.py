@@ -31,3 +31,27 @@ def test_no_parameter_interpolates_another_parameter(project_root):
     for path in sorted((project_root / "conf").glob("*/parameters*.yml")):
         for match in re.finditer(r"\$\{([^}]*)\}", path.read_text(encoding="utf-8")):
             assert match.group(1).strip().startswith(allowed), f"{path}: {match.group(0)}"
+
+
+def test_pipelines_do_not_depend_on_settings_or_hooks(project_root):
+    """Pipeline construction reads no hook state: building every pipeline imports neither the
+    project settings nor the hooks, and importing the hooks builds no pipeline."""
+    build = (
+        "import sys\n"
+        "from bert_pipeline.pipeline_registry import register_pipelines\n"
+        "pipelines = register_pipelines()\n"
+        "assert 'bert_pipeline.settings' not in sys.modules, 'settings imported'\n"
+        "assert not [m for m in sys.modules if m.startswith('bert_pipeline.hooks')], 'hooks'\n"
+        "assert {n.namespace for n in pipelines['finetune_glue'].nodes} >= {'rte', 'stsb'}\n"
+    )
+    hooks = (
+        "import sys\n"
+        "import bert_pipeline.hooks\n"
+        "built = [m for m in sys.modules if m.startswith('bert_pipeline.pipeline')]\n"
+        "assert not built, built\n"
+    )
+    for script in (build, hooks):
+        run = subprocess.run(
+            [sys.executable, "-c", script], cwd=project_root, capture_output=True, text=True
+        )
+        assert run.returncode == 0, run.stderr[-2000:]

@@ -128,7 +128,8 @@ def test_glue_tasks_come_from_the_env_of_the_run(tmp_path, project_root, mlflow_
     (conf / "myenv" / "parameters_finetune_glue.yml").write_text(
         yaml.safe_dump({"finetune_glue": {"tasks": ["rte"]}})
     )
-    monkeypatch.delenv("KEDRO_ENV", raising=False)
+    monkeypatch.setenv("KEDRO_ENV", "myenv")  # as `kedro run --env myenv` names it
+    monkeypatch.chdir(tmp_path)  # the project's conf folder: ./conf
     runtime = {
         "data_dir": str(tmp_path / "data"),
         "glue_raw_dir": str(write_glue_tsv(tmp_path / "glue", tasks=["rte"])),
@@ -148,7 +149,7 @@ def test_two_runs_create_the_tracking_store_together(tmp_path, project_root):
     start = time.time() + 3  # both processes pass the barrier at the same moment
     script = (
         "import time\n"
-        "from bert_pipeline.hooks import create_tracking_store\n"
+        "from bert_pipeline.hooks.tracking import create_tracking_store\n"
         f"time.sleep(max(0, {start} - time.time()))\n"
         f"create_tracking_store({uri!r})\n"
     )
@@ -163,7 +164,7 @@ def test_two_runs_create_the_tracking_store_together(tmp_path, project_root):
 def test_a_killed_runs_mlflow_run_is_marked_killed_by_the_next_run(tmp_path, mlflow_uri):
     import mlflow
 
-    from bert_pipeline.hooks import HOST_TAG, PID_TAG, mark_killed_runs
+    from bert_pipeline.hooks.tracking import HOST_TAG, PID_TAG, mark_killed_runs
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a pid that no longer runs

@@ -1,16 +1,12 @@
 """GLUE fine-tuning: one Kedro namespace per task from one template, then a summary and a zip.
 
-The set of namespaces is structure, so it is read from the parameters files when the pipeline
-is built (`finetune_glue.tasks`, `finetune_glue.init_from_mnli` in conf/base and conf/local);
+The set of namespaces is structure: the pipeline registry passes `finetune_glue.tasks` and
+`finetune_glue.init_from_mnli` of the run's configuration (`bert_pipeline.pipeline_registry`);
 `--params` at run time cannot add tasks, use `--namespaces=<task>` to run a subset.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-from kedro.config import OmegaConfigLoader
 from kedro.pipeline import Node, Pipeline
 
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
@@ -22,9 +18,6 @@ from bert_pipeline.pipelines.finetune_glue.nodes import (
 )
 
 PARAMS = "params:finetune_glue"
-# The conf folder and env of the running session (set by bert_pipeline.hooks); else ./conf and
-# $KEDRO_ENV.
-ACTIVE_CONF: dict[str, str | None] = {}
 
 
 def task_template() -> Pipeline:
@@ -54,26 +47,6 @@ def task_template() -> Pipeline:
     )
 
 
-def configured_tasks(conf_source: str | Path | None = None) -> tuple[list[str], list[str]]:
-    """`finetune_glue.tasks` and `finetune_glue.init_from_mnli` from the project's conf folder."""
-    if conf_source is None:
-        conf_source = ACTIVE_CONF.get("source")
-    if conf_source is None:
-        cwd_conf = Path.cwd() / "conf"
-        conf_source = (
-            cwd_conf if cwd_conf.is_dir() else Path(__file__).resolve().parents[4] / "conf"
-        )
-    from bert_pipeline.settings import CONFIG_LOADER_ARGS  # the run's loader: same merging
-
-    loader = OmegaConfigLoader(
-        conf_source=str(conf_source),
-        env=ACTIVE_CONF.get("env") or os.environ.get("KEDRO_ENV"),
-        **CONFIG_LOADER_ARGS,
-    )
-    params = loader["parameters"].get("finetune_glue") or {}
-    return list(params.get("tasks") or []), list(params.get("init_from_mnli") or [])
-
-
 def _names(tasks: list[str], parameter: str) -> list[str]:
     try:
         return [get_task(t).name for t in tasks]
@@ -81,13 +54,8 @@ def _names(tasks: list[str], parameter: str) -> list[str]:
         raise UnknownTaskError(f"parameter {parameter}: {exc}") from None
 
 
-def create_pipeline(
-    tasks: list[str] | None = None, init_from_mnli: list[str] | None = None, **kwargs
-) -> Pipeline:
+def create_pipeline(tasks: list[str], init_from_mnli: list[str] | None = None) -> Pipeline:
     """Namespaces `<task>` for each task, plus `glue_summary` and `glue_submission` nodes."""
-    if tasks is None:
-        tasks, configured_init = configured_tasks()
-        init_from_mnli = configured_init if init_from_mnli is None else init_from_mnli
     tasks = _names(tasks, "finetune_glue.tasks")
     init_from_mnli = _names(init_from_mnli or [], "finetune_glue.init_from_mnli")
     if init_from_mnli and "mnli" not in tasks:

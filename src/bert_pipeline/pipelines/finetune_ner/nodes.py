@@ -43,6 +43,11 @@ def ner_config(params: dict[str, Any], section: str) -> NerConfig:
     return NerConfig.from_params(values, where=f"finetune_ner.{section}")
 
 
+def ner_configs(params: dict[str, Any]) -> dict[str, NerConfig]:
+    """Both taggers' settings, parsed before a run."""
+    return {section: ner_config(params, section) for section in ("finetune", "feature_based")}
+
+
 def _source(checkpoint: dict) -> str:
     return checkpoint_source(checkpoint, "ner_pretrained_model", "ner_model_dir")
 

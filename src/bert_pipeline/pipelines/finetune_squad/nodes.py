@@ -37,12 +37,16 @@ def build_squad_tables(
     return train.reset_index(drop=True), dev.reset_index(drop=True)
 
 
+def squad_config(params: dict[str, Any]) -> SquadConfig:
+    return SquadConfig.from_params(params.get("training") or {}, "finetune_squad.training")
+
+
 def finetune_squad_model(
     train: pd.DataFrame, dev: pd.DataFrame, pretrained: dict, params: dict[str, Any]
 ) -> tuple[dict, dict, str, dict]:
     """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
     and the null odds (v2.0: no-answer score minus best span score per question)."""
-    config = SquadConfig.from_params(params.get("training") or {}, "finetune_squad.training")
+    config = squad_config(params)
     source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")
     with child_run("squad", tags={"squad_version": squad_version(train, dev)}) as run_id:
         log_frame_input(train, "squad_train", "training")

@@ -48,7 +48,7 @@ def split_sentences(documents: dd.DataFrame, language: str) -> dd.DataFrame:
 def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenizer:
     """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece
     on a seeded sample of `sample_size` sentences."""
-    cfg = parse_params(TokenizerParams, params, "pretrain_data.tokenizer")
+    cfg = tokenizer_config(params)
     if cfg.vocab_file:
         return tokenizer_from_vocab(cfg.vocab_file, lowercase=cfg.lowercase)
     texts = sample_sentences(sentences, cfg.sample_size, cfg.seed)
@@ -56,6 +56,10 @@ def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenize
     return train_tokenizer(
         texts, vocab_size=cfg.vocab_size, lowercase=cfg.lowercase, min_frequency=cfg.min_frequency
     )
+
+
+def tokenizer_config(params: dict[str, Any]) -> TokenizerParams:
+    return parse_params(TokenizerParams, params, "pretrain_data.tokenizer")
 
 
 def example_config(params: dict[str, Any]) -> ExampleConfig:

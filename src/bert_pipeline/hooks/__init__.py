@@ -1,0 +1,13 @@
+"""Project hooks, one module per concern; none of them changes how a pipeline is built.
+
+- `run_guard`: the `data_dir` lock, every parameter parsed and every input checked before the
+  first node, so a run refuses at once instead of failing half-way.
+- `tracking`: the MLflow store created safely, runs of killed processes marked KILLED.
+- `dask_cluster`: the Dask client of the nodes tagged `dask`, closed before any other node.
+"""
+
+from bert_pipeline.hooks.dask_cluster import DaskClusterHooks
+from bert_pipeline.hooks.run_guard import RunGuardHooks
+from bert_pipeline.hooks.tracking import TrackingHooks
+
+__all__ = ["DaskClusterHooks", "RunGuardHooks", "TrackingHooks"]

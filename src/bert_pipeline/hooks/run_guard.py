@@ -1,0 +1,144 @@
+"""Runs that refuse at once: the `data_dir` lock, every parameter parsed, every input there.
+
+Before the first node, `RunGuardHooks` takes the `data_dir` lock (a second run into the same
+folder is refused in one line), parses every parameter the selected nodes will receive with the
+parser its node applies (errors name the parameter path), checks that the models the pipeline
+reads exist and load, and that every other input no selected node makes is already there. So no
+node runs and nothing is saved when a later node would fail on its inputs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from kedro.framework.hooks import hook_impl
+
+from bert_pipeline.runlock import RunLock
+
+# every parameter entry a node receives -> "module:function", the parser that node applies
+_NODES = "bert_pipeline.pipelines"
+PARAMETER_PARSERS = {
+    "params:pretrain_data.tokenizer": f"{_NODES}.pretrain_data.nodes:tokenizer_config",
+    "params:pretrain_data.examples": f"{_NODES}.pretrain_data.nodes:example_config",
+    "params:pretrain_model": "bert_pipeline.training.config:TrainingConfig.from_params",
+    "params:finetune_ner": f"{_NODES}.finetune_ner.nodes:ner_configs",
+    "params:finetune_squad": f"{_NODES}.finetune_squad.nodes:squad_config",
+}
+# models a pipeline may read without making them: they must exist before it starts
+MODEL_INPUTS = {
+    "glue_pretrained_model": "runtime parameter glue_model_dir",
+    "tokenizer": "run the pretrain_data pipeline first",
+    "pretraining_examples": "run the pretrain_data pipeline first",
+}
+
+
+class RunGuardHooks:
+    """Lock, parameters and inputs checked before the first node (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock: RunLock | None = None
+
+    @hook_impl(tryfirst=True)
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
+        runtime = run_params.get("runtime_params") or {}
+        data_dir = Path(str(runtime.get("data_dir", "data"))).resolve()
+        self._lock = RunLock(data_dir, "data_dir").acquire()
+        try:
+            check_run(pipeline, catalog, run_params.get("env"))
+        except BaseException:
+            self._release()
+            raise
+
+    @hook_impl
+    def after_pipeline_run(self) -> None:
+        self._release()
+
+    @hook_impl
+    def on_pipeline_error(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
+
+
+def _parser(path: str):
+    module, _, attribute = path.partition(":")
+    value: Any = importlib.import_module(module)
+    for name in attribute.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def check_run(pipeline, catalog, env: str | None) -> None:
+    """Every typed parameter parsed, the GLUE tasks those of `env`, the models it reads there."""
+    inputs = pipeline.inputs()
+    for name, parser in PARAMETER_PARSERS.items():
+        if name in inputs:
+            _parser(parser)(catalog.load(name))
+    if "params:finetune_glue" in inputs:
+        check_glue_tasks(pipeline, catalog.load("params:finetune_glue"), env)
+    check_models(inputs, catalog)
+    check_made_inputs(inputs - set(MODEL_INPUTS), catalog)
+
+
+def check_glue_tasks(pipeline, params: dict[str, Any], env: str | None) -> None:
+    """The namespaces were built from the configuration of this run, and each task's settings
+    parse (the pipeline is built from `finetune_glue.tasks` of the env the command line names)."""
+    from bert_pipeline.pipelines.finetune_glue.nodes import task_configs
+
+    built = sorted({n.namespace for n in pipeline.nodes if n.namespace})
+    configured = sorted(params.get("tasks") or [])
+    missing = sorted(set(built) - set(configured))
+    if missing:
+        raise ValueError(
+            f"the finetune_glue pipeline was built for task(s) {missing} that "
+            f"finetune_glue.tasks={configured} of env {env!r} does not list; set "
+            "KEDRO_ENV to the env you run or list them there"
+        )
+    task_configs(built, params)
+
+
+def check_models(inputs: set[str], catalog) -> None:
+    """The models the run reads without making them exist and their weights are readable."""
+    from bert_pipeline.model.checkpoint import check_weights
+
+    for name, hint in MODEL_INPUTS.items():
+        if name not in inputs:
+            continue
+        path = _path(catalog, name)
+        if not catalog.exists(name):
+            raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")
+        try:
+            check_weights(path)
+        except ValueError as exc:
+            raise ValueError(f"{name} ({hint}): {exc}") from None
+
+
+def _path(catalog, name: str) -> str:
+    """Where a dataset lives, from the catalog's own configuration of it."""
+    config = catalog.config_resolver.resolve_pattern(name)
+    return str(config.get("path") or config.get("filepath") or "?")
+
+
+def check_made_inputs(names: set[str], catalog) -> None:
+    """Every input that some pipeline of the project makes exists now, when no selected node
+    makes it (a run started with --from-nodes would otherwise fail when it first loads one,
+    after the nodes before). Raw inputs are read and reported by their own nodes."""
+    from kedro.framework.project import pipelines
+
+    made = set().union(*(p.all_outputs() for p in pipelines.values()))
+    missing = [
+        f"{name} ({_path(catalog, name)})"
+        for name in sorted(names & made)
+        if not catalog.exists(name)
+    ]
+    if missing:
+        raise FileNotFoundError(
+            f"the selected nodes read {', '.join(missing)}, which no selected node makes and "
+            "which do not exist; run the nodes that make them first (start earlier with "
+            "--from-nodes, or the whole pipeline)"
+        )

@@ -29,7 +29,7 @@ setup-test: $(VENV)/.installed-test
 pretrain: setup
 	$(BIN)/kedro run --pipeline pretrain
 
-# About 60-75 minutes of training on a 2-core CPU left to it (74 measured with NSP): conf/budget (Wikipedia from ../shared, see the README).
+# The budget model: conf/budget (Wikipedia from ../shared); an hour or more on a 2-core CPU, see docs/training.md.
 pretrain-budget: setup
 	$(BIN)/kedro run --env budget --params data_dir=data/budget
 
@@ -54,7 +54,7 @@ mlflow-ui: setup
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1
 
-# A registered model over HTTP (README "Models in MLflow"): make serve MODEL=models:/bert-glue-sst2/1
+# A registered model over HTTP (docs/mlflow.md): make serve MODEL=models:/bert-glue-sst2/1
 MODEL ?= models:/bert-pretrained/latest
 serve: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" MLFLOW_TRACKING_URI=sqlite:///mlflow.db $(BIN)/mlflow models serve \

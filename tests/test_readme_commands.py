@@ -317,7 +317,7 @@ def test_no_nsp_ablation_runs_end_to_end(tmp_path, project_root):
     assert "val/mlm_accuracy" in metrics and "val/nsp_accuracy" not in metrics
 
 
-# README "A model worth fine-tuning": the fp32 recipe, on top of the budget environment
+# docs/training.md: the fp32 recipe, on top of the budget environment
 FP32_RECIPE = {
     "pretrain_data.examples.masking": "static",
     "pretrain_model.precision": "32",
@@ -329,7 +329,7 @@ FP32_RECIPE = {
 @pytest.mark.parametrize("recipe", ["committed", "fp32"])
 def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project_root, recipe):
     """`make pretrain-budget` (`kedro run --env budget`) on 12 articles, with tiny sizes; and
-    the README's fp32 recipe (its batch and step counts stay tiny)."""
+    the fp32 recipe of docs/training.md (its batch and step counts stay tiny)."""
     names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
     wiki = write_wikiextractor(
         tmp_path / "wiki", {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}

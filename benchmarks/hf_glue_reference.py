@@ -23,27 +23,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from common import DEFAULT_GLUE, Encoded, load_tables, training_arguments
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-from bert_pipeline.glue.loading import load_glue_tsv_task
-from bert_pipeline.glue.tasks import GlueTask, get_task
-
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_GLUE = ROOT.parent / "shared" / "data" / "glue"
-
-
-def load_tables(
-    glue_dir: Path, task_name: str, max_train: int | None, sample_seed: int
-) -> tuple[GlueTask, pd.DataFrame, pd.DataFrame]:
-    """Train (seeded subsample as the finetune_glue pipeline draws it) and the full dev split."""
-    task = get_task(task_name)
-    splits = load_glue_tsv_task(glue_dir, task)
-    train = splits["train"]
-    if max_train is not None and len(train) > max_train:
-        train = train.sample(n=max_train, random_state=sample_seed).sort_index()
-    dev = pd.concat([splits[s] for s in task.dev_splits], ignore_index=True)
-    return task, train.reset_index(drop=True), dev
+from bert_pipeline.glue.tasks import GlueTask
 
 
 def sklearn_metrics(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> dict[str, float]:
@@ -63,57 +47,6 @@ def sklearn_metrics(task: GlueTask, preds: np.ndarray, labels: np.ndarray) -> di
         else:
             raise ValueError(f"unknown GLUE metric {name!r}")
     return out
-
-
-def training_arguments(
-    out_dir: str,
-    *,
-    learning_rate: float,
-    batch_size: int,
-    epochs: int,
-    warmup_steps: int,
-    seed: int,
-    weight_decay: float = 0.01,
-    gradient_clip_val: float = 1.0,
-    **extra,
-):
-    """Trainer arguments matching bert_pipeline.glue.finetune's optimizer and schedule.
-
-    Shared by the reference run and glue_parity.py's step check, so both compare against the
-    same hyperparameters: AdamW betas 0.9/0.999 eps 1e-6, linear warmup then decay, clipping.
-    """
-    from transformers import TrainingArguments
-
-    return TrainingArguments(
-        output_dir=out_dir,
-        per_device_train_batch_size=batch_size,
-        num_train_epochs=epochs,
-        learning_rate=learning_rate,
-        lr_scheduler_type="linear",
-        warmup_steps=warmup_steps,
-        weight_decay=weight_decay,
-        optim="adamw_torch",
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-6,
-        max_grad_norm=gradient_clip_val,
-        seed=seed,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
-        **extra,
-    )
-
-
-class Encoded(torch.utils.data.Dataset):
-    def __init__(self, encodings: dict[str, list], labels: list):
-        self.encodings, self.labels = encodings, labels
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __getitem__(self, i: int) -> dict:
-        return {**{k: v[i] for k, v in self.encodings.items()}, "labels": self.labels[i]}
 
 
 def run_reference(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shlex
 import statistics
 import sys
 import time
@@ -25,101 +24,11 @@ from pathlib import Path
 
 import torch
 import transformers
+from common import add_batch_arguments, command_line, cpu_name, make_batch, ours_step, write_report
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
 
 OUT = Path(__file__).with_suffix(".md")
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def command_line(script: str) -> str:
-    """This run's command for the report; --note is left out (it is printed under the table)."""
-    argv = sys.argv[1:]
-    if "--note" in argv:
-        i = argv.index("--note")
-        argv = argv[:i] + argv[i + 2 :]
-    return shlex.join(["python", script, *argv])
-
-
-def write_report(lines: list[str], note: str, output: Path) -> None:
-    """The table and the note under it, to `output` and the terminal."""
-    text = "\n".join([*lines, *(["", note] if note else [])]) + "\n"
-    output.write_text(text, encoding="utf-8")
-    print(text, end="")
-
-
-def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_size: int) -> None:
-    """The options `make_batch` reads, with a script's own default batch and vocabulary size."""
-    parser.add_argument("--batch-size", type=int, default=batch_size)
-    parser.add_argument("--seq-length", type=int, default=128)
-    parser.add_argument("--vocab-size", type=int, default=vocab_size)
-    parser.add_argument("--mask-prob", type=float, default=0.15)
-    parser.add_argument("--max-predictions", type=int, default=20)
-
-
-def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
-    """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
-    B, T = args.batch_size, args.seq_length
-    lengths = torch.full((B,), T)
-    short = torch.rand(B, generator=gen) < 0.1
-    lengths[short] = torch.randint(16, T, (int(short.sum()),), generator=gen)
-    input_ids = torch.randint(1000, vocab_size, (B, T), generator=gen)
-    token_type_ids = torch.zeros(B, T, dtype=torch.long)
-    attention_mask = torch.zeros(B, T, dtype=torch.long)
-    P = args.max_predictions
-    positions = torch.zeros(B, P, dtype=torch.long)
-    labels = torch.full((B, P), -100)
-    hf_labels = torch.full((B, T), -100)
-    for i, n in enumerate(lengths.tolist()):
-        sep = n // 2
-        input_ids[i, 0], input_ids[i, sep], input_ids[i, n - 1] = 101, 102, 102
-        input_ids[i, n:] = 0
-        token_type_ids[i, sep + 1 : n] = 1
-        attention_mask[i, :n] = 1
-        candidates = torch.tensor([j for j in range(1, n - 1) if j != sep])
-        k = min(P, max(1, round(n * args.mask_prob)))
-        chosen = candidates[torch.randperm(len(candidates), generator=gen)[:k]].sort().values
-        positions[i, :k] = chosen
-        labels[i, :k] = input_ids[i, chosen]
-        hf_labels[i, chosen] = input_ids[i, chosen]
-        input_ids[i, chosen] = 103
-    return {
-        "input_ids": input_ids,
-        "token_type_ids": token_type_ids,
-        "attention_mask": attention_mask,
-        "masked_lm_positions": positions,
-        "masked_lm_labels": labels,
-        "hf_labels": hf_labels,
-        "next_sentence_label": torch.randint(0, 2, (B,), generator=gen),
-    }
-
-
-def ours_step(model, opt, b, *, bf16: bool = False, clip: float | None = None) -> float:
-    """One step of our model; `bf16` under CPU autocast, `clip` the gradient norm first."""
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = model(
-            b["input_ids"],
-            b["token_type_ids"],
-            b["attention_mask"],
-            b["masked_lm_positions"],
-            b["masked_lm_labels"],
-            b["next_sentence_label"],
-        ).loss
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
-    if clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-    opt.step()
-    return loss.item()
 
 
 def hf_step(model, opt, b) -> float:

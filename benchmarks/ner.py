@@ -26,8 +26,7 @@ import time
 from pathlib import Path
 
 import torch
-from glue_parity import minilm_dir
-from hf_glue_reference import training_arguments
+from common import SHARED_DATA, minilm_dir, training_arguments
 
 from bert_pipeline.io.conll_dataset import ConllDataset
 from bert_pipeline.model.checkpoint import read_checkpoint
@@ -41,14 +40,16 @@ from bert_pipeline.ner.finetune import (
 from bert_pipeline.ner.metrics import entity_metrics
 from bert_pipeline.ner.module import LAYER_CHOICES
 
-ROOT = Path(__file__).resolve().parents[1]
-CONLL = ROOT.parent / "shared" / "data" / "conll2003"
+CONLL = SHARED_DATA / "conll2003"
 
 
 def tables(args) -> dict:
     frames = ConllDataset(CONLL_LABELS, path=str(args.conll_dir)).load()
     if args.max_train_sentences:
         frames["train"] = frames["train"].head(args.max_train_sentences)
+    if args.max_eval_sentences:
+        for split in ("dev", "test"):
+            frames[split] = frames[split].head(args.max_eval_sentences)
     return frames
 
 
@@ -274,6 +275,7 @@ def main() -> None:
         p.add_argument("--model-name", default="all-MiniLM-L6-v2")
         p.add_argument("--conll-dir", type=Path, default=CONLL)
         p.add_argument("--max-train-sentences", type=int, default=None)
+        p.add_argument("--max-eval-sentences", type=int, default=None, help="dev and test each")
         p.add_argument("--learning-rate", type=float, default=1e-4 if name == "finetune" else 1e-3)
         p.add_argument("--seed", type=int, default=42)
         p.add_argument("--epochs", type=int, default=3)

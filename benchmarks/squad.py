@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from glue_parity import minilm_dir
-from hf_glue_reference import training_arguments
+from common import SHARED_DATA, minilm_dir, training_arguments
 
 from bert_pipeline.model.checkpoint import read_checkpoint
 from bert_pipeline.squad.data import read_squad
@@ -34,8 +33,7 @@ from bert_pipeline.squad.evaluation import best_answers, squad_metrics
 from bert_pipeline.squad.features import Window, answer_tokens
 from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
 
-ROOT = Path(__file__).resolve().parents[1]
-SQUAD = ROOT.parent / "shared" / "data" / "squad"
+SQUAD = SHARED_DATA / "squad"
 
 
 def tables(args):

@@ -24,9 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).parent))
-from model_throughput import (  # noqa: E402
+from common import (
     add_batch_arguments,
     command_line,
     cpu_name,
@@ -35,7 +33,7 @@ from model_throughput import (  # noqa: E402
     write_report,
 )
 
-from bert_pipeline.model import BertConfig, BertForPreTraining  # noqa: E402
+from bert_pipeline.model import BertConfig, BertForPreTraining
 
 OUT = Path(__file__).with_suffix(".md")
 
@@ -74,6 +72,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps (compilation)")
     add_batch_arguments(parser, batch_size=64, vocab_size=16000)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        default=list(VARIANTS),
+        help="the settings to time (fp32, the speed-up's base, always runs)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--note", default="", help="free text written under the table")
     parser.add_argument("--output", type=Path, default=OUT)
@@ -84,7 +89,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     state = BertForPreTraining(BertConfig.from_preset(args.preset, vocab_size=args.vocab_size))
     state = state.state_dict()
-    names = list(VARIANTS)
+    names = [name for name in VARIANTS if name == "fp32" or name in args.variants]
     runners = {name: build(name, args, state) for name in names}
     gen = torch.Generator().manual_seed(args.seed)
     times: dict[str, list[float]] = {name: [] for name in names}

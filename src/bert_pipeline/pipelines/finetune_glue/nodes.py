@@ -20,6 +20,7 @@ from bert_pipeline.glue.report import (
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
 from bert_pipeline.serving import log_checkpoint_model
+from bert_pipeline.training.config import require
 from bert_pipeline.training.core import child_run, log_config, log_frame_input
 from bert_pipeline.training.finetune import checkpoint_source
 
@@ -77,13 +78,15 @@ def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConf
     configs = {task: task_config(task, params) for task in tasks}
     for task in params.get("init_from_mnli") or []:
         if task in configs and "mnli" in configs:
-            ours, mnli = configs[task].pooling, configs["mnli"].pooling
-            if ours != mnli:
-                raise ValueError(
-                    f"parameter finetune_glue.hyperparameters.{task}.pooling={ours!r} but "
-                    f"init_from_mnli starts {task} from the MNLI model fine-tuned with "
-                    f"pooling={mnli!r}: use one pooling for both"
-                )
+            ours, mnli = configs[task].classifier_pooling, configs["mnli"].classifier_pooling
+            require(
+                ours == mnli,
+                f"finetune_glue.hyperparameters.{task}",
+                "classifier_pooling",
+                f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
+                f"classifier_pooling={mnli!r}: use one pooling for both",
+                ours,
+            )
     return configs
 
 

@@ -67,6 +67,20 @@ def test_pipeline_parameter_errors():
     assert task_configs(["mnli", "stsb"], mixed)["stsb"].classifier_pooling == "cls"
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"taks": ["rte"]}, r"finetune_glue.taks: Key 'taks' not in 'GlueParams'"),
+        ({"data": {"max_train": 10}}, r"finetune_glue.data.max_train: Key 'max_train'"),
+        ({"data": {"sample_seed": "x"}}, r"finetune_glue.data.sample_seed: Value 'x'"),
+        ({"defaults": {"pooling": "mean"}}, r"finetune_glue.defaults.pooling: Key 'pooling'"),
+    ],
+)
+def test_every_finetune_glue_key_is_parsed(params, message):
+    with pytest.raises(ValueError, match=message):
+        task_configs(["rte"], params)
+
+
 def test_missing_split(rte_dir, tmp_path):
     (rte_dir / "RTE" / "dev.tsv").unlink()
     with pytest.raises(

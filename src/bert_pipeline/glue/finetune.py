@@ -9,7 +9,7 @@ here; MLflow is used only when a run id is given.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
@@ -23,7 +23,7 @@ from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_to_checkpoint
 from bert_pipeline.model.config import CLASSIFIER_POOLINGS
-from bert_pipeline.training.config import require
+from bert_pipeline.training.config import parse_params, require
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
     FinetuneDataModule,
@@ -54,6 +54,37 @@ class GlueConfig(FinetuneConfig):
             f"must be one of {list(CLASSIFIER_POOLINGS)}",
             self.classifier_pooling,
         )
+
+
+@dataclass
+class GlueData:
+    max_train_examples: int | None = None  # seeded subsample of train per task; None: all
+    max_eval_examples: int | None = None  # the same for each dev split
+    sample_seed: int = 0
+
+
+@dataclass
+class GlueParams:
+    """The `finetune_glue` parameters; a task's GlueConfig is `defaults` overridden by
+    `hyperparameters.<task>` (`task_config`)."""
+
+    tasks: list[str] = field(default_factory=list)
+    init_from_mnli: list[str] = field(default_factory=list)
+    registered_model_name: str | None = None
+    data: GlueData = field(default_factory=GlueData)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+
+    def task_config(self, task: str, root: str = "finetune_glue") -> GlueConfig:
+        GlueConfig.from_params(self.defaults, f"{root}.defaults")
+        overrides = self.hyperparameters.get(task) or {}
+        return GlueConfig.from_params(
+            {**self.defaults, **overrides}, f"{root}.hyperparameters.{task}"
+        )
+
+
+def glue_params(params: Mapping[str, Any] | None) -> GlueParams:
+    return parse_params(GlueParams, params, "finetune_glue")
 
 
 @dataclass

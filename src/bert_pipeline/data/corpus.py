@@ -58,7 +58,7 @@ class HfSource:
 class CorpusSource:
     """The keys of the `pretrain_corpus` catalog entry (`CorpusDataset`)."""
 
-    kind: str = "prose_folder"
+    kind: str  # one of SOURCE_KINDS
     path: str | None = None
     glob: str | None = None
     document_delimiter: str | None = None

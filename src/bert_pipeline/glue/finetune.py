@@ -82,6 +82,23 @@ class GlueParams:
             {**self.defaults, **overrides}, f"{root}.hyperparameters.{task}"
         )
 
+    def task_configs(self, tasks: list[str], root: str = "finetune_glue") -> dict[str, GlueConfig]:
+        """Every task's config; a task that starts from the MNLI model (`init_from_mnli`) must
+        read what MNLI's classifier read (a mean-pooled one has no pooler)."""
+        configs = {task: self.task_config(task, root) for task in tasks}
+        for task in self.init_from_mnli:
+            if task in configs and "mnli" in configs:
+                ours, mnli = configs[task].classifier_pooling, configs["mnli"].classifier_pooling
+                require(
+                    ours == mnli,
+                    f"{root}.hyperparameters.{task}",
+                    "classifier_pooling",
+                    f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
+                    f"classifier_pooling={mnli!r}: use one pooling for both",
+                    ours,
+                )
+        return configs
+
 
 def glue_params(params: Mapping[str, Any] | None) -> GlueParams:
     return parse_params(GlueParams, params, "finetune_glue")

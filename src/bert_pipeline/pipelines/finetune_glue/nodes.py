@@ -20,7 +20,6 @@ from bert_pipeline.glue.report import (
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
 from bert_pipeline.serving import log_checkpoint_model
-from bert_pipeline.training.config import require
 from bert_pipeline.training.core import child_run, log_config, log_frame_input
 from bert_pipeline.training.finetune import checkpoint_source
 
@@ -67,22 +66,8 @@ def task_config(task: str, params: dict[str, Any]) -> GlueConfig:
 
 
 def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConfig]:
-    """Every task's config, checked before the run; a task that starts from the MNLI model
-    (`init_from_mnli`) must read what MNLI's classifier read (a mean-pooled one has no pooler)."""
-    glue = glue_params(params)
-    configs = {task: glue.task_config(task) for task in tasks}
-    for task in glue.init_from_mnli:
-        if task in configs and "mnli" in configs:
-            ours, mnli = configs[task].classifier_pooling, configs["mnli"].classifier_pooling
-            require(
-                ours == mnli,
-                f"finetune_glue.hyperparameters.{task}",
-                "classifier_pooling",
-                f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
-                f"classifier_pooling={mnli!r}: use one pooling for both",
-                ours,
-            )
-    return configs
+    """Every task's config, checked before the run (`GlueParams.task_configs`)."""
+    return glue_params(params).task_configs(tasks)
 
 
 def _log_task_run(result: FinetuneResult, record: dict) -> None:

@@ -33,6 +33,7 @@ from bert_pipeline.model.checkpoint import read_checkpoint
 from bert_pipeline.ner.finetune import (
     CONLL_LABELS,
     NerConfig,
+    NerFeatureConfig,
     feature_cache,
     finetune_ner,
     train_feature_tagger,
@@ -53,8 +54,8 @@ def tables(args) -> dict:
     return frames
 
 
-def config(args, **extra) -> NerConfig:
-    return NerConfig(
+def config(args, schema: type[NerConfig] = NerConfig, **extra) -> NerConfig:
+    return schema(
         learning_rates=[args.learning_rate],
         seeds=[args.seed],
         batch_size=args.batch_size,
@@ -205,13 +206,13 @@ def run_hf(args) -> dict:
 
 def run_features(args) -> list[dict]:
     frames = tables(args)
-    cfg = config(args, layer_choices=args.choices, lstm_width=args.lstm_width)
+    cfg = config(args, NerFeatureConfig, layer_choices=args.choices, lstm_width=args.lstm_width)
     start = time.perf_counter()
     cache = feature_cache(frames, read_checkpoint(args.model_dir), cfg, source=str(args.model_dir))
     extract = time.perf_counter() - start
     out = []
     for choice in args.choices:  # one grid per choice, so each gets its own wall time
-        one = config(args, layer_choices=[choice], lstm_width=args.lstm_width)
+        one = config(args, NerFeatureConfig, layer_choices=[choice], lstm_width=args.lstm_width)
         start = time.perf_counter()
         r = train_feature_tagger(frames["train"], frames["dev"], frames["test"], cache, one)
         out.append(

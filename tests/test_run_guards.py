@@ -79,7 +79,7 @@ def test_kedro_run_into_a_data_dir_in_use_is_refused_before_any_node(
     [
         ({"pretrain_data": {"examples": {"masked_lm_prob": 1.5}}}, "examples.masked_lm_prob=1.5"),
         ({"pretrain_data": {"examples": {"max_seq_length": 4}}}, "examples.max_seq_length=4"),
-        ({"pretrain_model": {"optimizer": {"lr": -1}}}, "pretrain_model.optimizer.lr must be"),
+        ({"pretrain_model": {"optimizer": {"lr": -1}}}, "pretrain_model.optimizer.lr=-1.0 must"),
     ],
 )
 def test_bad_parameters_stop_the_run_before_the_first_node(
@@ -203,7 +203,7 @@ def test_a_failed_run_says_what_is_wrong_in_a_few_lines(tmp_path, project_root):
     assert done.returncode == 1
     assert len(output) <= 12, "\n".join(output)
     assert output[-2] == (
-        "Error: ValueError: parameter pretrain_data.examples.masked_lm_prob=1.5 must be in (0, 1)"
+        "Error: ConfigError: parameter pretrain_data.examples.masked_lm_prob=1.5 must be in (0, 1)"
     )
     assert "Traceback" in (tmp_path / "logs" / "last_error.log").read_text()
     assert not any("Warning" in line for line in output)

@@ -77,7 +77,7 @@ def finetune(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(args.threads)
     source, checkpoint = checkpoint_for(args)
-    config = finetune_config(args, args.lrs, pooling=args.pooling, progress_bar=False)
+    config = finetune_config(args, args.lrs, classifier_pooling=args.pooling, progress_bar=False)
     tasks = {}
     if args.resume and args.results.is_file():  # tasks of an interrupted run are kept
         kept = json.loads(args.results.read_text())

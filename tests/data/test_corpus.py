@@ -191,3 +191,18 @@ def test_a_failed_validation_names_the_check_without_dumping_documents():
     assert message.startswith("partition 3: DocumentsSchema failed")
     assert "layout" in message and "doc_id" in message and "poem" in message
     assert len(message) < 1000  # a few cases cut to 80 characters, never the documents
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ({"document_delimeter": "^="}, r"pretrain_corpus.document_delimeter: Key 'document_delim"),
+        ({"hf": {"nmae": "wiki"}}, r"pretrain_corpus.hf.nmae: Key 'nmae'"),
+        ({"max_documents": "all"}, r"pretrain_corpus.max_documents: Value 'all'"),
+        ({"title_line": "skip"}, r"pretrain_corpus.title_line='skip' must be drop or keep"),
+        ({"kind": "hf_dataset"}, r"pretrain_corpus.hf.name=None must be set for kind hf_dataset"),
+    ],
+)
+def test_bad_source_keys_are_refused_by_name(tmp_path: Path, source: dict, message: str):
+    with pytest.raises(CorpusError, match=message):
+        ingest_documents({"kind": "prose_folder", "path": str(tmp_path), **source})

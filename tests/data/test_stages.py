@@ -27,6 +27,7 @@ from bert_pipeline.data.stages import documents_frame, example_shards, sentences
 from bert_pipeline.data.stats import merge_statistics, partial_statistics
 from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
 from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
+from bert_pipeline.params import ConfigError
 from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
 from tests.data.conftest import write_wikiextractor
 
@@ -184,9 +185,18 @@ def test_unreachable_scheduler_names_the_parameter():
         open_client({"scheduler_address": "tcp://127.0.0.1:9", "connect_timeout": "1s"})
 
 
-def test_unknown_dask_parameter_is_rejected():
-    with pytest.raises(ClusterError, match=r"pretrain_data.dask.\['workers'\]"):
-        open_client({"workers": 2})
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"workers": 2}, r"pretrain_data.dask.workers: Key 'workers' not in"),
+        ({"n_workers": "abc"}, r"pretrain_data.dask.n_workers: Value 'abc'"),
+        ({"memory_limit": "lots"}, r"pretrain_data.dask.memory_limit='lots' must be auto"),
+        ({"threads_per_worker": 0}, r"pretrain_data.dask.threads_per_worker=0 must be >= 1"),
+    ],
+)
+def test_bad_dask_parameters_are_refused_by_name(params, message):
+    with pytest.raises(ConfigError, match=message):
+        open_client(params)
 
 
 def test_documents_frame_has_one_partition_per_file(wikiextractor_folder: Path):

@@ -49,18 +49,36 @@ def test_pipeline_parameter_errors():
         create_pipeline(tasks=["rte", "RTE"])
     with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.lr: Key 'lr' not in"):
         task_config("rte", {"defaults": {}, "hyperparameters": {"rte": {"lr": 1.0}}})
-    with pytest.raises(ValueError, match=r"finetune_glue.defaults.learning_rates must be a non"):
+    with pytest.raises(
+        ValueError, match=r"finetune_glue.defaults.learning_rates=\[\] must be a non"
+    ):
         task_config("rte", {"defaults": {"learning_rates": []}})
     with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.epochs: Value 'x'"):
         task_config("rte", {"hyperparameters": {"rte": {"epochs": "x"}}})
     assert task_config("rte", {"defaults": {"learning_rates": ["5e-5"]}}).learning_rates == [5e-5]
-    with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.rte.pooling must be one"):
-        task_config("rte", {"hyperparameters": {"rte": {"pooling": "max"}}})
-    assert task_config("rte", {"defaults": {"pooling": "mean"}}).pooling == "mean"
-    mixed = {"init_from_mnli": ["rte"], "hyperparameters": {"mnli": {"pooling": "mean"}}}
-    with pytest.raises(ValueError, match=r"rte.pooling='cls' but init_from_mnli starts rte"):
+    pooling = r"finetune_glue.hyperparameters.rte.classifier_pooling='max' must be one"
+    with pytest.raises(ValueError, match=pooling):
+        task_config("rte", {"hyperparameters": {"rte": {"classifier_pooling": "max"}}})
+    mean = task_config("rte", {"defaults": {"classifier_pooling": "mean"}})
+    assert mean.classifier_pooling == "mean"
+    mixed = {"init_from_mnli": ["rte"], "hyperparameters": {"mnli": {"classifier_pooling": "mean"}}}
+    with pytest.raises(ValueError, match=r"rte.classifier_pooling='cls' but init_from_mnli starts"):
         task_configs(["mnli", "rte"], mixed)
-    assert task_configs(["mnli", "stsb"], mixed)["stsb"].pooling == "cls"
+    assert task_configs(["mnli", "stsb"], mixed)["stsb"].classifier_pooling == "cls"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"taks": ["rte"]}, r"finetune_glue.taks: Key 'taks' not in 'GlueParams'"),
+        ({"data": {"max_train": 10}}, r"finetune_glue.data.max_train: Key 'max_train'"),
+        ({"data": {"sample_seed": "x"}}, r"finetune_glue.data.sample_seed: Value 'x'"),
+        ({"defaults": {"pooling": "mean"}}, r"finetune_glue.defaults.pooling: Key 'pooling'"),
+    ],
+)
+def test_every_finetune_glue_key_is_parsed(params, message):
+    with pytest.raises(ValueError, match=message):
+        task_configs(["rte"], params)
 
 
 def test_missing_split(rte_dir, tmp_path):

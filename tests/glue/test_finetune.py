@@ -76,7 +76,7 @@ def test_mean_pooling_travels_with_the_fine_tuned_model(data):
         batch_size=8,
         epochs=1,
         max_seq_length=32,
-        pooling="mean",
+        classifier_pooling="mean",
         progress_bar=False,
     )
     result = _run(data, checkpoint, config)

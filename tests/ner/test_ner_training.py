@@ -14,6 +14,7 @@ from bert_pipeline.ner.features import IGNORE, build_windows, encode_split
 from bert_pipeline.ner.finetune import (
     CONLL_LABELS,
     NerConfig,
+    NerFeatureConfig,
     feature_cache,
     finetune_ner,
     tagger_from_state,
@@ -66,9 +67,9 @@ def test_labels_on_first_sub_tokens_and_words_in_order(checkpoint, tables, pack)
     assert len(windows) > len(short) + 1  # the long sentence takes several windows
 
 
-def _config(**extra):
+def _config(schema=NerConfig, **extra):
     values = dict(learning_rates=[1e-3], seeds=[3], batch_size=4, epochs=2, max_seq_length=48)
-    return NerConfig(progress_bar=False, **{**values, **extra})
+    return schema(progress_bar=False, **{**values, **extra})
 
 
 def test_finetuning_is_deterministic_and_the_saved_model_predicts_the_kept_tags(checkpoint, tables):
@@ -94,7 +95,11 @@ def test_finetuning_is_deterministic_and_the_saved_model_predicts_the_kept_tags(
 
 def test_feature_based_cache_choices_and_tagger(checkpoint, tables):
     t = tables
-    config = _config(layer_choices=["last", "weighted_sum_all", "concat_last_four"], lstm_width=8)
+    config = _config(
+        NerFeatureConfig,
+        layer_choices=["last", "weighted_sum_all", "concat_last_four"],
+        lstm_width=8,
+    )
     cache = feature_cache(t, checkpoint, config)
     assert cache["config"]["layers"] == [0, 1, 2]  # 2-layer model: all hidden states
     words = int(t["train"]["tokens"].map(len).sum())
@@ -128,16 +133,16 @@ def test_feature_based_cache_choices_and_tagger(checkpoint, tables):
 
 def test_a_stale_feature_cache_is_refused(checkpoint, tables):
     t = tables
-    config = _config(layer_choices=["last"], lstm_width=8)
+    config = _config(NerFeatureConfig, layer_choices=["last"], lstm_width=8)
     cache = feature_cache(
         {"train": t["train"].head(10), "dev": t["dev"], "test": t["test"]}, checkpoint, config
     )
     with pytest.raises(ValueError, match="holds .* words of split 'train'.*extract_ner_features"):
         train_feature_tagger(t["train"], t["dev"], t["test"], cache, config)
-    wider = _config(layer_choices=["embeddings"], lstm_width=8)
+    wider = _config(NerFeatureConfig, layer_choices=["embeddings"], lstm_width=8)
     with pytest.raises(ValueError, match=r"lacks layers \[0\] for layer choice 'embeddings'"):
         train_feature_tagger(t["train"], t["dev"], t["test"], cache, wider)
-    longer = _config(layer_choices=["last"], lstm_width=8, max_seq_length=64)
+    longer = _config(NerFeatureConfig, layer_choices=["last"], lstm_width=8, max_seq_length=64)
     with pytest.raises(ValueError, match=r"other settings max_seq_length: 48 \(now 64\)"):
         train_feature_tagger(t["train"], t["dev"], t["test"], cache, longer)
 
@@ -146,7 +151,7 @@ def test_a_feature_trial_depends_on_its_seed_alone(checkpoint, tables):
     """The tagger's init is drawn from the trial's seed, whatever ran in the process before
     (so `--from-nodes train_ner_feature_tagger` reproduces a full run)."""
     t = tables
-    config = _config(layer_choices=["last"], lstm_width=8, epochs=1)
+    config = _config(NerFeatureConfig, layer_choices=["last"], lstm_width=8, epochs=1)
     cache = feature_cache(t, checkpoint, config)
     first = train_feature_tagger(t["train"], t["dev"], t["test"], cache, config)
     torch.rand(1000)  # the global RNG moves on, as after extract_ner_features or other trials
@@ -159,6 +164,37 @@ def test_bad_parameters_are_named():
     from bert_pipeline.training.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"finetune_ner.feature_based.layer_choices"):
-        NerConfig.from_params({"layer_choices": ["top"]}, "finetune_ner.feature_based")
+        NerFeatureConfig.from_params({"layer_choices": ["top"]}, "finetune_ner.feature_based")
     with pytest.raises(ConfigError, match=r"finetune_ner.finetune.labels"):
         NerConfig.from_params({"labels": ["B-PER", "I-PER"]}, "finetune_ner.finetune")
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        # a key of the other tagger's section is unknown, not silently ignored
+        ({"finetune": {"lstm_width": 8}}, r"finetune_ner.finetune.lstm_width: Key 'lstm_width'"),
+        ({"feature_based": {"layer_choise": ["last"]}}, r"finetune_ner.feature_based.layer_cho"),
+        # labels are set once, for both taggers
+        ({"finetune": {"labels": ["O"]}}, r"finetune_ner.finetune.labels=\['O'\] is not a sec"),
+        ({"labels": ["B-PER"]}, r"finetune_ner.labels=\['B-PER'\] must be distinct and hold"),
+        ({"data": {"max_train_sentences": "many"}}, r"finetune_ner.data.max_train_sentences"),
+        ({"fine_tune": {}}, r"finetune_ner.fine_tune: Key 'fine_tune'"),
+    ],
+)
+def test_ner_parameters_refuse_unknown_and_misplaced_keys(params, message):
+    from bert_pipeline.ner.finetune import ner_config
+    from bert_pipeline.training.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        ner_config({"labels": CONLL_LABELS, **params}, "finetune")
+
+
+def test_ner_config_reads_each_section_with_the_shared_labels():
+    from bert_pipeline.ner.finetune import ner_config
+
+    params = {"labels": CONLL_LABELS, "finetune": {"epochs": 4}, "feature_based": {"lstm_width": 8}}
+    finetune, features = ner_config(params, "finetune"), ner_config(params, "feature_based")
+    assert type(finetune) is NerConfig and finetune.epochs == 4
+    assert type(features) is NerFeatureConfig and features.lstm_width == 8
+    assert finetune.labels == features.labels == CONLL_LABELS

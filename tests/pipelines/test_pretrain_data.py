@@ -132,8 +132,9 @@ def _shards(frame: pd.DataFrame) -> ExampleShards:
 
 
 def test_wikitext_setting_through_kedro_run(project_root, mlflow_uri, tmp_path):
-    """The WikiText setting of docs/pretraining_data.md passes the catalog's schemas: its documents start with a
-    space (` = Title = ` lines, then ` text`), which an anchored text check used to reject."""
+    """The WikiText setting of docs/pretraining_data.md passes the catalog's schemas: its
+    documents start with a space (` = Title = ` lines, then ` text`), which an anchored text
+    check used to reject."""
     from tests.data.conftest import TOPICS, prose_document
 
     articles = []

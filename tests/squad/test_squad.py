@@ -197,3 +197,21 @@ def test_finetuning_v2_is_deterministic_with_no_answer_scores(checkpoint, tmp_pa
 def test_bad_parameters_are_named():
     with pytest.raises(ConfigError, match=r"finetune_squad.training.max_seq_length=64 must exceed"):
         SquadConfig.from_params({"max_seq_length": 64}, "finetune_squad.training")
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"data": {"max_train": 10}}, r"finetune_squad.data.max_train: Key 'max_train'"),
+        ({"training": {"max_seq_length": 64}}, r"finetune_squad.training.max_seq_length=64 must"),
+        ({"training": {"lstm_width": 8}}, r"finetune_squad.training.lstm_width: Key 'lstm_width'"),
+        ({"trainig": {}}, r"finetune_squad.trainig: Key 'trainig'"),
+    ],
+)
+def test_squad_parameters_are_parsed_whole(params, message):
+    from bert_pipeline.squad.finetune import squad_params
+
+    with pytest.raises(ConfigError, match=message):
+        squad_params(params)
+    parsed = squad_params({"data": {"max_dev_questions": "5"}, "training": {"epochs": 1}})
+    assert parsed.data.max_dev_questions == 5 and parsed.training.epochs == 1

@@ -87,7 +87,7 @@ def test_entry_point_without_kedro_opens_and_closes_its_own_run(
 def test_readme_torchrun_command_with_the_shipped_parameters_file(
     tmp_path, project_root, tiny_tokenizer, tiny_shards
 ):
-    """The multi-node command of docs/training.md, on one node with 2 gloo processes and a few steps."""
+    """The multi-node command of docs/training.md, on one node, 2 gloo processes, a few steps."""
     import subprocess
     import sys
 

@@ -113,10 +113,44 @@ def test_config_from_params_names_bad_parameter():
         TrainingConfig.from_params({"batch_sise": 3})
     with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr: .*'fast'"):
         TrainingConfig.from_params({"optimizer": {"lr": "fast"}})
-    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr must be > 0"):
+    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr=0.0 must be > 0"):
         TrainingConfig.from_params({"optimizer": {"lr": 0}})
     # YAML reads 5e-5 as a string; the typed parameters take it as the float it means
     assert TrainingConfig.from_params({"optimizer": {"lr": "5e-5"}}).optimizer.lr == 5e-5
+
+
+def test_launcher_params_resolve_runtime_params_to_their_defaults(tmp_path):
+    from bert_pipeline.training.launch import read_params
+
+    path = tmp_path / "params.yml"
+    path.write_text(
+        "pretrain_model:\n"
+        "  checkpoint_dir: ${runtime_params:data_dir,data}/ckpt\n"
+        "  batch_size: ${runtime_params:batch, 16}\n"
+        "  model: {init_from: '${runtime_params:init_from,null}'}\n"
+        "  optimizer: {lr: 5.0e-4}\n",
+        encoding="utf-8",
+    )
+    params = read_params(path, ["schedule.max_steps=7", "schedule.warmup_steps=1"])
+    assert params["checkpoint_dir"] == "data/ckpt" and params["batch_size"] == 16
+    assert params["model"]["init_from"] is None and params["schedule"]["max_steps"] == 7
+    cfg = TrainingConfig.from_params(params)
+    assert (cfg.batch_size, cfg.optimizer.lr, cfg.schedule.max_steps) == (16, 5e-4, 7)
+
+
+def test_masking_modes_are_the_examples_modes_and_auto():
+    from bert_pipeline.data.examples import ExampleConfig
+    from bert_pipeline.data.masking import EXAMPLE_MASKING
+    from bert_pipeline.training.config import MASKING_MODES
+
+    assert set(MASKING_MODES) == {"auto", *EXAMPLE_MASKING}
+    for mode in EXAMPLE_MASKING:
+        ExampleConfig(masking=mode).check()
+        assert TrainingConfig.from_params({"masking": mode}).masking == mode
+    with pytest.raises(ValueError, match="pretrain_data.examples.masking='auto' must be"):
+        ExampleConfig(masking="auto").check()
+    with pytest.raises(TrainingConfigError, match="pretrain_model.masking='random' must be one"):
+        TrainingConfig.from_params({"masking": "random"})
 
 
 def test_no_weight_decay_on_layernorm_and_biases():

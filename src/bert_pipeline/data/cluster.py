@@ -11,70 +11,115 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask
 
+from bert_pipeline.params import parse_params, require
+
 logger = logging.getLogger(__name__)
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
-_KEYS = {
-    "scheduler_address",
-    "n_workers",
-    "threads_per_worker",
-    "memory_limit",
-    "connect_timeout",
-    "dashboard",
-    "allowed_failures",
-}
+
+
+@dataclass
+class DaskParams:
+    """The `pretrain_data.dask` parameters."""
+
+    scheduler_address: str | None = None  # a running scheduler; else an embedded LocalCluster
+    n_workers: int | None = None  # LocalCluster worker processes; None: one per core
+    threads_per_worker: int = 1
+    memory_limit: str | int | float = "auto"  # per worker: "4GiB", bytes, a share of RAM, auto
+    connect_timeout: str = "10s"
+    dashboard: bool = False
+    allowed_failures: int = 0  # retries of a task whose worker died
+
+    def check(self, root: str) -> None:
+        require(
+            not isinstance(self.memory_limit, str) or _is_size(self.memory_limit),
+            root,
+            "memory_limit",
+            "must be auto, a size such as 4GiB, bytes or a share of the memory",
+            self.memory_limit,
+        )
+        require(
+            self.n_workers is None or self.n_workers >= 1,
+            root,
+            "n_workers",
+            "must be >= 1 or null",
+            self.n_workers,
+        )
+        require(
+            self.threads_per_worker >= 1,
+            root,
+            "threads_per_worker",
+            "must be >= 1",
+            self.threads_per_worker,
+        )
+        require(
+            self.allowed_failures >= 0,
+            root,
+            "allowed_failures",
+            "must be >= 0",
+            self.allowed_failures,
+        )
+
+
+def _is_size(text: str) -> bool:
+    try:
+        return text == "auto" or dask.utils.parse_bytes(text) >= 0
+    except ValueError:
+        return False
+
+
+def dask_params(params: Mapping[str, Any] | None) -> DaskParams:
+    return parse_params(DaskParams, params, "pretrain_data.dask")
 
 
 class ClusterError(RuntimeError):
     """The cluster cannot be reached, or a worker died on a partition."""
 
 
-def open_client(params: dict[str, Any]):
+def open_client(params: Mapping[str, Any] | None):
     """A `distributed.Client` for the data stages, from the parameters `pretrain_data.dask`."""
     from distributed import Client, LocalCluster
 
-    unknown = set(params) - _KEYS
-    if unknown:
-        raise ClusterError(f"unknown parameter(s) pretrain_data.dask.{sorted(unknown)}")
+    cfg = dask_params(params)
     dask.config.set(
         {
-            "distributed.scheduler.allowed-failures": int(params.get("allowed_failures", 0)),
+            "distributed.scheduler.allowed-failures": cfg.allowed_failures,
             "logging.distributed": "warning",  # start/stop chatter of every worker and comm
             # the same for the worker processes, which read it when they import distributed
             "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "warning",
         }
     )
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    address = params.get("scheduler_address") or os.environ.get(SCHEDULER_ENV)
+    address = cfg.scheduler_address or os.environ.get(SCHEDULER_ENV)
     if address:
-        timeout = params.get("connect_timeout", "10s")
         try:
-            client = Client(address, timeout=timeout, set_as_default=True)
+            client = Client(address, timeout=cfg.connect_timeout, set_as_default=True)
         except (OSError, TimeoutError) as exc:
             raise ClusterError(
                 f"no Dask scheduler answers at pretrain_data.dask.scheduler_address={address!r} "
-                f"(or ${SCHEDULER_ENV}) within {timeout}: {type(exc).__name__}"
+                f"(or ${SCHEDULER_ENV}) within {cfg.connect_timeout}: {type(exc).__name__}"
             ) from None
         logger.info("Dask: connected to %s (%d workers)", address, len(client.nthreads()))
         return client
-    n_workers = params.get("n_workers") or os.cpu_count() or 1
+    n_workers = cfg.n_workers or os.cpu_count() or 1
     cluster = LocalCluster(
-        n_workers=int(n_workers),
-        threads_per_worker=int(params.get("threads_per_worker", 1)),
-        memory_limit=params.get("memory_limit", "auto"),
+        n_workers=n_workers,
+        threads_per_worker=cfg.threads_per_worker,
+        memory_limit=cfg.memory_limit,
         processes=True,
-        dashboard_address=":0" if params.get("dashboard") else None,
+        dashboard_address=":0" if cfg.dashboard else None,
         # one core per worker thread: the Rust tokenizer's own thread pool would oversubscribe
         env={"TOKENIZERS_PARALLELISM": "false", "DASK_LOGGING__DISTRIBUTED": "warning"},
     )
     client = Client(cluster, set_as_default=True)
-    link = f", dashboard {client.dashboard_link}" if params.get("dashboard") else ""
-    logger.info("Dask: LocalCluster with %d worker(s)%s", int(n_workers), link)
+    link = f", dashboard {client.dashboard_link}" if cfg.dashboard else ""
+    logger.info("Dask: LocalCluster with %d worker(s)%s", n_workers, link)
     return client
 
 

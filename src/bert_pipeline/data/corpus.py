@@ -16,11 +16,14 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from bert_pipeline.params import ConfigError, parse_params, require
 
 LAYOUT_SENTENCES = "sentences"
 LAYOUT_PROSE = "prose"
@@ -35,6 +38,77 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u00ad\u200b-\u200f\u206
 
 class CorpusError(ValueError):
     """Bad raw input: the message names the file, row or parameter."""
+
+
+@dataclass
+class HfSource:
+    """A Hugging Face `datasets` dataset: a hub name, or a builder such as "parquet" with
+    `data_files`; `streaming` reads lazily so huge corpora need no local copy."""
+
+    name: str | None = None
+    config: str | None = None
+    split: str = "train"
+    data_files: Any = None  # a path, a list of paths or a split -> paths mapping
+    streaming: bool = False
+    text_column: str = "text"
+    id_column: str | None = None
+
+
+@dataclass
+class CorpusSource:
+    """The keys of the `pretrain_corpus` catalog entry (`CorpusDataset`)."""
+
+    kind: str  # one of SOURCE_KINDS
+    path: str | None = None
+    glob: str | None = None
+    document_delimiter: str | None = None
+    skip_line_regex: str | None = None
+    title_line: str = "drop"
+    heading_lines: str = "drop"
+    text_column: str = "text"
+    id_column: str | None = None
+    hf: HfSource = field(default_factory=HfSource)
+    max_documents: int | None = None
+    encoding_errors: str = "strict"
+
+    def check(self, root: str) -> None:
+        require(
+            self.kind in SOURCE_KINDS, root, "kind", f"must be one of {SOURCE_KINDS}", self.kind
+        )
+        require(
+            self.encoding_errors in ("strict", "replace"),
+            root,
+            "encoding_errors",
+            "must be strict or replace",
+            self.encoding_errors,
+        )
+        for name in ("title_line", "heading_lines"):
+            require(
+                getattr(self, name) in ("drop", "keep"),
+                root,
+                name,
+                "must be drop or keep",
+                getattr(self, name),
+            )
+        for name in ("document_delimiter", "skip_line_regex"):
+            _compile(getattr(self, name), f"{root}.{name}")
+        require(
+            self.kind != "hf_dataset" or bool(self.hf.name),
+            root,
+            "hf.name",
+            "must be set for kind hf_dataset",
+            self.hf.name,
+        )
+
+
+def corpus_source(source: Mapping[str, Any] | CorpusSource) -> CorpusSource:
+    """The typed `pretrain_corpus` catalog entry; a bad key or value is a CorpusError naming it."""
+    if isinstance(source, CorpusSource):
+        return source
+    try:
+        return parse_params(CorpusSource, source, "pretrain_corpus")
+    except ConfigError as exc:
+        raise CorpusError(f"{exc} (the pretrain_corpus catalog entry)") from None
 
 
 _OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
@@ -160,7 +234,9 @@ def _compile(pattern: str | None, name: str) -> re.Pattern | None:
     try:
         return re.compile(pattern)
     except re.error as exc:
-        raise CorpusError(f"pretrain_corpus.{name}={pattern!r} in the catalog: {exc}") from exc
+        raise ConfigError(
+            f"parameter {name}={pattern!r} is not a regular expression: {exc}"
+        ) from None
 
 
 def _table_rows(
@@ -194,51 +270,45 @@ def _jsonl(path: Path, errors: str) -> Iterator[dict]:
 HF_ROWS_PER_PARTITION = 50_000
 
 
-def _hf_dataset(spec: dict[str, Any]):
-    """A Hugging Face `datasets` dataset (by hub name, or a builder such as "parquet" with
-    `data_files`); `streaming: true` reads lazily so huge corpora need no local copy."""
+def _hf_dataset(spec: HfSource):
     import datasets
 
-    if not spec.get("name"):
-        raise CorpusError("pretrain_corpus.hf.name (catalog) is required for kind hf_dataset")
     return datasets.load_dataset(
-        spec["name"],
-        spec.get("config"),
-        split=spec.get("split", "train"),
-        data_files=spec.get("data_files"),
-        streaming=bool(spec.get("streaming", False)),
+        spec.name,
+        spec.config,
+        split=spec.split,
+        data_files=spec.data_files,
+        streaming=spec.streaming,
     )
 
 
-def _hf_partitions(spec: dict[str, Any]) -> list[tuple[int, int]]:
+def _hf_partitions(spec: HfSource) -> list[tuple[int, int]]:
     """(shard, shards) pairs: one per data file of a streamed dataset (`n_shards`), else
     contiguous blocks of HF_ROWS_PER_PARTITION rows."""
     ds = _hf_dataset(spec)
-    if spec.get("streaming"):
+    if spec.streaming:
         n = ds.n_shards
     else:
         n = max(1, -(-len(ds) // HF_ROWS_PER_PARTITION))
     return [(i, n) for i in range(n)]
 
 
-def _hf_rows(spec: dict[str, Any], shard: int, shards: int) -> Iterator[dict]:
+def _hf_rows(spec: HfSource, shard: int, shards: int) -> Iterator[dict]:
     """Rows of one shard; without an id_column a document is `<name/config/split>:<row>`,
     the row counted in the whole dataset, or within its file (`:<shard>:<row>`) when streamed
     from several files."""
     ds = _hf_dataset(spec)
     first = 0
     if shards > 1:
-        if spec.get("streaming"):
+        if spec.streaming:
             ds = ds.shard(num_shards=shards, index=shard)
         else:
             div, mod = divmod(len(ds), shards)
             first = shard * div + min(shard, mod)
             ds = ds.shard(num_shards=shards, index=shard, contiguous=True)
-    text_column = spec.get("text_column", "text")
-    id_column = spec.get("id_column")
-    name = spec["name"]
-    prefix = "/".join(str(x) for x in (name, spec.get("config"), spec.get("split", "train")) if x)
-    where = f"{prefix}:{shard}" if spec.get("streaming") and shards > 1 else prefix
+    text_column, id_column = spec.text_column, spec.id_column
+    prefix = "/".join(str(x) for x in (spec.name, spec.config, spec.split) if x)
+    where = f"{prefix}:{shard}" if spec.streaming and shards > 1 else prefix
     for i, row in enumerate(ds, start=first):
         if text_column not in row:
             raise CorpusError(
@@ -248,43 +318,23 @@ def _hf_rows(spec: dict[str, Any], shard: int, shards: int) -> Iterator[dict]:
         yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
 
 
-def _check_source(source: dict[str, Any]) -> tuple[str, str]:
-    kind = source.get("kind")
-    if kind not in SOURCE_KINDS:
-        raise CorpusError(
-            f"pretrain_corpus.kind={kind!r} in the catalog; use one of {SOURCE_KINDS}"
-        )
-    errors = source.get("encoding_errors", "strict")
-    if errors not in ("strict", "replace"):
-        raise CorpusError(
-            f"pretrain_corpus.encoding_errors={errors!r} in the catalog; strict|replace"
-        )
-    for key in ("title_line", "heading_lines"):
-        if source.get(key, "drop") not in ("drop", "keep"):
-            raise CorpusError(f"pretrain_corpus.{key}={source[key]!r} in the catalog; drop|keep")
-    _compile(source.get("document_delimiter"), "document_delimiter")
-    _compile(source.get("skip_line_regex"), "skip_line_regex")
-    return kind, errors
-
-
-def corpus_partitions(source: dict[str, Any]) -> list[dict[str, Any]]:
+def corpus_partitions(source: Mapping[str, Any] | CorpusSource) -> list[dict[str, Any]]:
     """The independent pieces of a corpus source, in corpus order: one per file (one in all for
     a `datasets` dataset). Each is the argument of `read_partition`."""
-    kind, _ = _check_source(source)
-    if kind == "hf_dataset":
-        hf = source.get("hf") or {}
-        return [{"source": source, "shard": i, "shards": n} for i, n in _hf_partitions(hf)]
-    globs = (source["glob"],) if source.get("glob") else DEFAULT_GLOBS.get(kind, ())
+    source = corpus_source(source)
+    if source.kind == "hf_dataset":
+        return [{"source": source, "shard": i, "shards": n} for i, n in _hf_partitions(source.hf)]
+    globs = (source.glob,) if source.glob else DEFAULT_GLOBS.get(source.kind, ())
     return [
         {"source": source, "path": str(path), "stem": stem}
-        for path, stem in _files(Path(source["path"]), globs)
+        for path, stem in _files(Path(source.path or ""), globs)
     ]
 
 
 def read_partition(part: dict[str, Any]) -> pd.DataFrame:
     """The documents table of one partition (may be empty)."""
-    source = part["source"]
-    kind, errors = _check_source(source)
+    source: CorpusSource = part["source"]
+    kind, errors = source.kind, source.encoding_errors
     records: list[dict] = []
 
     def add(doc_id: str, src: str, text: Any, layout: str, row: int | None = None) -> None:
@@ -297,15 +347,14 @@ def read_partition(part: dict[str, Any]) -> pd.DataFrame:
             records.append({"doc_id": doc_id, "source": src, "text": text, "layout": layout})
 
     if kind == "hf_dataset":
-        max_docs = source.get("max_documents")
-        for r in _hf_rows(source.get("hf") or {}, part["shard"], part["shards"]):
+        max_docs = source.max_documents
+        for r in _hf_rows(source.hf, part["shard"], part["shards"]):
             add(r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"])
             if max_docs and len(records) >= max_docs:
                 break
     elif kind == "table":
         path = Path(part["path"])
-        text_column, id_column = source.get("text_column", "text"), source.get("id_column")
-        for r in _table_rows(path, part["stem"], text_column, id_column, errors):
+        for r in _table_rows(path, part["stem"], source.text_column, source.id_column, errors):
             add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
     else:
         path, stem = Path(part["path"]), part["stem"]
@@ -313,37 +362,33 @@ def read_partition(part: dict[str, Any]) -> pd.DataFrame:
         if kind == "google_text":
             docs, layout = _google_documents(stem, text), LAYOUT_SENTENCES
         elif kind == "wikiextractor":
-            docs = _wikiextractor_documents(
-                path, text, source.get("title_line", "drop"), source.get("heading_lines", "drop")
-            )
+            docs = _wikiextractor_documents(path, text, source.title_line, source.heading_lines)
             layout = LAYOUT_PROSE
         else:
-            delimiter = _compile(source.get("document_delimiter"), "document_delimiter")
-            skip = _compile(source.get("skip_line_regex"), "skip_line_regex")
+            delimiter = _compile(source.document_delimiter, "pretrain_corpus.document_delimiter")
+            skip = _compile(source.skip_line_regex, "pretrain_corpus.skip_line_regex")
             docs, layout = _prose_documents(stem, text, delimiter, skip), LAYOUT_PROSE
         for doc_id, doc_text in docs:
             add(doc_id, str(path), doc_text, layout)
     return pd.DataFrame.from_records(records, columns=DOCUMENT_COLUMNS)
 
 
-def check_documents(frame: pd.DataFrame, source: dict[str, Any]) -> pd.DataFrame:
+def check_documents(frame: pd.DataFrame, source: CorpusSource) -> pd.DataFrame:
     """Corpus-wide checks: at least one document, unique doc_ids."""
-    where = (source.get("hf") or {}).get("name") if source["kind"] == "hf_dataset" else None
-    where = where or source.get("path")
+    where = source.hf.name if source.kind == "hf_dataset" else source.path
     if frame.empty:
-        raise CorpusError(
-            f"corpus source {where} ({source['kind']}) yielded no non-empty documents"
-        )
+        raise CorpusError(f"corpus source {where} ({source.kind}) yielded no non-empty documents")
     dupes = frame["doc_id"][frame["doc_id"].duplicated()]
     if len(dupes):
         raise CorpusError(f"duplicate doc_id {dupes.iloc[0]!r} in {where}; set a unique id_column")
     return frame
 
 
-def ingest_documents(source: dict[str, Any]) -> pd.DataFrame:
+def ingest_documents(source: Mapping[str, Any] | CorpusSource) -> pd.DataFrame:
     """Documents table from a corpus source (the keys of the `pretrain_corpus` catalog entry),
     read partition by partition in the calling process, up to `max_documents`."""
-    max_docs = source.get("max_documents")
+    source = corpus_source(source)
+    max_docs = source.max_documents
     frames, n = [], 0
     for part in corpus_partitions(source):
         frames.append(read_partition(part))

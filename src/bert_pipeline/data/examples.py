@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from bert_pipeline.data.masking import corrupt, num_to_predict
+from bert_pipeline.data.masking import DYNAMIC, EXAMPLE_MASKING, corrupt, num_to_predict
+from bert_pipeline.params import require
 
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
 SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across shards
@@ -61,35 +62,41 @@ class ExampleConfig:
 
     @property
     def dynamic_masking(self) -> bool:
-        return self.masking == "dynamic"
+        return self.masking == DYNAMIC
 
     def check(self, root: str = "pretrain_data.examples") -> None:
         """Clear errors naming the parameter, before any work is done."""
-
-        def fail(name: str, why: str) -> None:
-            raise ValueError(f"parameter {root}.{name}={getattr(self, name)!r} {why}")
-
-        if self.max_seq_length < 5:
-            fail("max_seq_length", "is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            fail("short_seq_prob", "must be in [0, 1]")
-        if not 0.0 < self.masked_lm_prob < 1.0:
-            fail("masked_lm_prob", "must be in (0, 1)")
-        if self.max_predictions_per_seq < 1:
-            fail("max_predictions_per_seq", "must be >= 1")
-        if self.dupe_factor < 1:
-            fail("dupe_factor", "must be >= 1")
-        if self.seed < 0:
-            fail("seed", "must be >= 0")
-        if self.masking not in ("static", "dynamic"):
-            fail("masking", "must be static or dynamic")
-        if self.documents_per_shard < 2:
-            fail("documents_per_shard", "must be >= 2 (B segments come from another document)")
-        if self.dynamic_masking and self.whole_word_mask:
-            raise ValueError(
-                f"parameters {root}.masking=dynamic and whole_word_mask=true cannot be combined: "
-                "the collator masks single tokens; use masking=static for whole-word masking"
-            )
+        require(
+            self.max_seq_length >= 5,
+            root,
+            "max_seq_length",
+            "is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens",
+            self.max_seq_length,
+        )
+        for name, ok, why in (
+            ("short_seq_prob", 0.0 <= self.short_seq_prob <= 1.0, "must be in [0, 1]"),
+            ("masked_lm_prob", 0.0 < self.masked_lm_prob < 1.0, "must be in (0, 1)"),
+            ("max_predictions_per_seq", self.max_predictions_per_seq >= 1, "must be >= 1"),
+            ("dupe_factor", self.dupe_factor >= 1, "must be >= 1"),
+            ("seed", self.seed >= 0, "must be >= 0"),
+            ("masking", self.masking in EXAMPLE_MASKING, "must be static or dynamic"),
+        ):
+            require(ok, root, name, why, getattr(self, name))
+        require(
+            self.documents_per_shard >= 2,
+            root,
+            "documents_per_shard",
+            "must be >= 2 (B segments come from another document)",
+            self.documents_per_shard,
+        )
+        require(
+            not (self.dynamic_masking and self.whole_word_mask),
+            root,
+            "masking",
+            "cannot be combined with whole_word_mask=true: the collator masks single tokens; "
+            "use masking=static for whole-word masking",
+            self.masking,
+        )
 
 
 @dataclass(frozen=True)

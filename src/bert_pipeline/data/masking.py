@@ -10,6 +10,10 @@ import numpy as np
 
 MASK_SHARE, KEEP_SHARE = 0.8, 0.1  # the rest becomes a random id
 
+# Where an example's masks are drawn: once, with the examples, or per batch by the collator
+STATIC, DYNAMIC = "static", "dynamic"
+EXAMPLE_MASKING = (STATIC, DYNAMIC)
+
 
 def num_to_predict(
     lengths: np.ndarray, masked_lm_prob: float, max_predictions_per_seq: int

@@ -11,6 +11,7 @@ in one process; what a function returns to the caller is small (counts, a senten
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import dask.dataframe as dd
@@ -23,7 +24,9 @@ from bert_pipeline.data.cluster import compute
 from bert_pipeline.data.corpus import (
     DOCUMENT_COLUMNS,
     CorpusError,
+    CorpusSource,
     corpus_partitions,
+    corpus_source,
     ingest_documents,
     read_partition,
     split_documents,
@@ -49,13 +52,14 @@ SENTENCE_META = pd.DataFrame(
 )
 
 
-def documents_frame(source: dict[str, Any]) -> dd.DataFrame:
+def documents_frame(source: Mapping[str, Any] | CorpusSource) -> dd.DataFrame:
     """The corpus as a lazy documents frame, one partition per file.
 
     With `max_documents` the files are read in order in this process until enough documents
     are found (a quick look at a big corpus must not read all of it).
     """
-    if source.get("max_documents"):
+    source = corpus_source(source)
+    if source.max_documents:
         frame = ingest_documents(source)
         return dd.from_pandas(frame, npartitions=1, sort=False)
     meta = pd.DataFrame({c: pd.Series(dtype=object) for c in DOCUMENT_COLUMNS})

@@ -100,7 +100,7 @@ def merge_statistics(parts: list[dict[str, Any]], cfg: ExampleConfig) -> dict[st
             "bin_edges": edges,
             "counts": np.sum([p["histogram"] for p in parts], axis=0).tolist(),
         },
-        "masking": "dynamic" if cfg.dynamic_masking else "static",
+        "masking": cfg.masking,
         "n_shards": len(parts),
         # share of the A/B sentence tokens cut by truncation (google cuts the longer segment)
         "truncated_share": t["n_truncated_tokens"]

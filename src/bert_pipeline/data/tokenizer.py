@@ -15,6 +15,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
+from bert_pipeline.params import require
+
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]
 TOKENIZER_FILE = "tokenizer.json"
@@ -34,8 +36,7 @@ class TokenizerParams:
 
     def check(self, root: str) -> None:
         for name in ("vocab_size", "min_frequency", "sample_size"):
-            if getattr(self, name) < 1:
-                raise TokenizerError(f"parameter {root}.{name} must be >= 1")
+            require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
 
 
 class TokenizerError(ValueError):

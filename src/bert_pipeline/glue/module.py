@@ -1,8 +1,8 @@
 """Lightning module for GLUE fine-tuning: the paper's recipe, all weights trained.
 
-[CLS] pooled output (or, with `pooling: mean`, the mean of the last layer) -> dropout -> one new
-linear layer (BertForSequenceClassification); the
-trial loop, optimizer, schedule and Trainer are the shared ones of `bert_pipeline.training`.
+[CLS] pooled output (or, with `classifier_pooling: mean`, the mean of the last layer) -> dropout
+-> one new linear layer (BertForSequenceClassification); the trial loop, optimizer, schedule and
+Trainer are the shared ones of `bert_pipeline.training`.
 """
 
 from __future__ import annotations

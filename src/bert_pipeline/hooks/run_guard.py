@@ -18,13 +18,14 @@ from kedro.framework.hooks import hook_impl
 from bert_pipeline.runlock import RunLock
 
 # every parameter entry a node receives -> "module:function", the parser that node applies
-_NODES = "bert_pipeline.pipelines"
+_DATA_NODES = "bert_pipeline.pipelines.pretrain_data.nodes"
 PARAMETER_PARSERS = {
-    "params:pretrain_data.tokenizer": f"{_NODES}.pretrain_data.nodes:tokenizer_config",
-    "params:pretrain_data.examples": f"{_NODES}.pretrain_data.nodes:example_config",
+    "params:pretrain_data.dask": "bert_pipeline.data.cluster:dask_params",
+    "params:pretrain_data.tokenizer": f"{_DATA_NODES}:tokenizer_config",
+    "params:pretrain_data.examples": f"{_DATA_NODES}:example_config",
     "params:pretrain_model": "bert_pipeline.training.config:TrainingConfig.from_params",
-    "params:finetune_ner": f"{_NODES}.finetune_ner.nodes:ner_configs",
-    "params:finetune_squad": f"{_NODES}.finetune_squad.nodes:squad_config",
+    "params:finetune_ner": "bert_pipeline.ner.finetune:ner_params",
+    "params:finetune_squad": "bert_pipeline.squad.finetune:squad_params",
 }
 # models a pipeline may read without making them: they must exist before it starts
 MODEL_INPUTS = {
@@ -88,18 +89,18 @@ def check_run(pipeline, catalog, env: str | None) -> None:
 def check_glue_tasks(pipeline, params: dict[str, Any], env: str | None) -> None:
     """The namespaces were built from the configuration of this run, and each task's settings
     parse (the pipeline is built from `finetune_glue.tasks` of the env the command line names)."""
-    from bert_pipeline.pipelines.finetune_glue.nodes import task_configs
+    from bert_pipeline.glue.finetune import glue_params
 
+    glue = glue_params(params)
     built = sorted({n.namespace for n in pipeline.nodes if n.namespace})
-    configured = sorted(params.get("tasks") or [])
-    missing = sorted(set(built) - set(configured))
+    missing = sorted(set(built) - set(glue.tasks))
     if missing:
         raise ValueError(
             f"the finetune_glue pipeline was built for task(s) {missing} that "
-            f"finetune_glue.tasks={configured} of env {env!r} does not list; set "
+            f"finetune_glue.tasks={sorted(glue.tasks)} of env {env!r} does not list; set "
             "KEDRO_ENV to the env you run or list them there"
         )
-    task_configs(built, params)
+    glue.task_configs(built)
 
 
 def check_models(inputs: set[str], catalog) -> None:

@@ -28,7 +28,7 @@ from bert_pipeline.ner.module import (
     WordFeatures,
     choice_layers,
 )
-from bert_pipeline.training.config import ConfigError
+from bert_pipeline.training.config import parse_params, require
 from bert_pipeline.training.core import build_trainer
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
@@ -47,33 +47,95 @@ from bert_pipeline.training.finetune import (
 CONLL_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 
 
+def check_labels(labels: list[str], root: str) -> None:
+    ok = len(set(labels)) == len(labels) and "O" in labels
+    require(ok, root, "labels", "must be distinct and hold 'O'", labels)
+
+
 @dataclass
 class NerConfig(FinetuneConfig):
-    """A tagger's hyperparameters: the shared ones plus the label set, sentence packing and,
-    for the feature-based tagger, the layer choices and the BiLSTM."""
+    """The fine-tuned tagger's hyperparameters (`finetune_ner.finetune`): the shared ones plus
+    the label set and sentence packing."""
 
     labels: list[str] = field(default_factory=lambda: list(CONLL_LABELS))
     pack_sentences: bool = False
+
+    def check(self, root: str) -> None:
+        super().check(root)
+        check_labels(self.labels, root)
+
+    @property
+    def label2id(self) -> dict[str, int]:
+        return {label: i for i, label in enumerate(self.labels)}
+
+
+@dataclass
+class NerFeatureConfig(NerConfig):
+    """The feature-based tagger's (`finetune_ner.feature_based`): also the layer choices and
+    the BiLSTM."""
+
     layer_choices: list[str] = field(default_factory=lambda: ["concat_last_four"])
     lstm_width: int = 384
     dropout: float = 0.5
 
     def check(self, root: str) -> None:
         super().check(root)
-        if len(set(self.labels)) != len(self.labels) or "O" not in self.labels:
-            raise ConfigError(f"parameter {root}.labels must be distinct and hold 'O'")
-        bad = [c for c in self.layer_choices if c not in LAYER_CHOICES]
-        if bad or not self.layer_choices:
-            raise ConfigError(
-                f"parameter {root}.layer_choices: {bad or '[]'} not a non-empty list of "
-                f"{list(LAYER_CHOICES)}"
-            )
-        if self.lstm_width < 1 or not 0 <= self.dropout < 1:
-            raise ConfigError(f"parameter {root}.lstm_width must be >= 1 and dropout in [0, 1)")
+        require(
+            bool(self.layer_choices) and set(self.layer_choices) <= set(LAYER_CHOICES),
+            root,
+            "layer_choices",
+            f"must be a non-empty list of {list(LAYER_CHOICES)}",
+            self.layer_choices,
+        )
+        require(self.lstm_width >= 1, root, "lstm_width", "must be >= 1", self.lstm_width)
+        require(0 <= self.dropout < 1, root, "dropout", "must be in [0, 1)", self.dropout)
 
-    @property
-    def label2id(self) -> dict[str, int]:
-        return {label: i for i, label in enumerate(self.labels)}
+
+@dataclass
+class NerData:
+    max_train_sentences: int | None = None  # the first N train sentences; None: all
+
+
+@dataclass
+class NerParams:
+    """The `finetune_ner` parameters; `labels` is shared by both taggers, so a section that
+    sets its own is refused."""
+
+    labels: list[str] = field(default_factory=lambda: list(CONLL_LABELS))
+    data: NerData = field(default_factory=NerData)
+    finetune: dict[str, Any] = field(default_factory=dict)
+    feature_based: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, root: str) -> None:
+        check_labels(self.labels, root)
+        for section in NER_SECTIONS:
+            self.section(section, root)
+
+    def section(self, name: str, root: str = "finetune_ner") -> NerConfig:
+        """The typed tagger section `name` with the shared labels."""
+        values = getattr(self, name)
+        require(
+            "labels" not in values,
+            root,
+            f"{name}.labels",
+            f"is not a section parameter: set {root}.labels, shared by both taggers",
+            values.get("labels"),
+        )
+        return NER_SECTIONS[name].from_params({**values, "labels": self.labels}, f"{root}.{name}")
+
+
+NER_SECTIONS = {"finetune": NerConfig, "feature_based": NerFeatureConfig}
+
+
+def ner_params(params: Mapping[str, Any] | None) -> NerParams:
+    """The typed `finetune_ner` parameters, both taggers' sections checked."""
+    return parse_params(NerParams, params, "finetune_ner")
+
+
+def ner_config(params: Mapping[str, Any] | None, section: str) -> NerConfig:
+    """The tagger `section` ("finetune": NerConfig, "feature_based": NerFeatureConfig) of the
+    `finetune_ner` parameters, with the shared labels; both sections are checked."""
+    return ner_params(params).section(section)
 
 
 @dataclass
@@ -150,7 +212,7 @@ def finetune_ner(
 def feature_cache(
     tables: Mapping[str, pd.DataFrame],
     checkpoint: Mapping,
-    config: NerConfig,
+    config: NerFeatureConfig,
     *,
     source: str = "checkpoint",
 ) -> dict:
@@ -189,7 +251,9 @@ def _windowing(config: NerConfig) -> dict:
     }
 
 
-def _word_features(frame: pd.DataFrame, cache: Mapping, select: list[int], config: NerConfig):
+def _word_features(
+    frame: pd.DataFrame, cache: Mapping, select: list[int], config: NerFeatureConfig
+):
     split = str(frame["split"].iloc[0])
     labels = [config.label2id[t] for tags in frame["tags"] for t in tags]
     features = cache["tensors"][split]
@@ -206,7 +270,7 @@ def train_feature_tagger(
     dev: pd.DataFrame,
     test: pd.DataFrame,
     cache: Mapping[str, Any],
-    config: NerConfig,
+    config: NerFeatureConfig,
     *,
     mlflow_run_id: str | None = None,
 ) -> NerResult:

@@ -4,7 +4,7 @@ paragraph's tokens (BertForQuestionAnswering), best (lr, seed, epoch) on dev F1.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from bert_pipeline.model.checkpoint import model_to_checkpoint
 from bert_pipeline.squad.data import squad_version
 from bert_pipeline.squad.evaluation import best_answers, squad_metrics
 from bert_pipeline.squad.features import SquadFeatures, build_windows
-from bert_pipeline.training.config import ConfigError
+from bert_pipeline.training.config import parse_params, require
 from bert_pipeline.training.finetune import (
     FinetuneConfig,
     FinetuneDataModule,
@@ -46,13 +46,36 @@ class SquadConfig(FinetuneConfig):
     def check(self, root: str) -> None:
         super().check(root)
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"parameter {root}.{name} must be >= 1")
-        if self.max_query_length + self.doc_stride + 3 >= self.max_seq_length:
-            raise ConfigError(
-                f"parameter {root}.max_seq_length={self.max_seq_length} must exceed "
-                f"max_query_length + doc_stride + 3 = {self.max_query_length + self.doc_stride + 3}"
-            )
+            require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
+        least = self.max_query_length + self.doc_stride + 3
+        require(
+            self.max_seq_length > least,
+            root,
+            "max_seq_length",
+            f"must exceed max_query_length + doc_stride + 3 = {least}",
+            self.max_seq_length,
+        )
+
+
+@dataclass
+class SquadData:
+    max_train_questions: int | None = None  # the first N questions, for quick runs; None: all
+    max_dev_questions: int | None = None
+
+
+@dataclass
+class SquadParams:
+    """The `finetune_squad` parameters."""
+
+    data: SquadData = field(default_factory=SquadData)
+    training: SquadConfig = field(default_factory=SquadConfig)
+
+    def check(self, root: str) -> None:
+        self.training.check(f"{root}.training")
+
+
+def squad_params(params: Mapping[str, Any] | None) -> SquadParams:
+    return parse_params(SquadParams, params, "finetune_squad")
 
 
 class SquadModule(FinetuneModule):

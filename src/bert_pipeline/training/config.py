@@ -1,51 +1,23 @@
-"""Typed run settings, parsed once from the parameters with OmegaConf.
+"""Typed run settings of pretraining and fine-tuning, parsed with `bert_pipeline.params`.
 
-`parse_params` is the one way a parameters dict becomes a typed object, for pretraining and for
-every fine-tuning task: OmegaConf resolves interpolations, converts types ("5e-5" -> 5e-05),
-rejects unknown keys and names the full parameter path of any bad value; `check()` then tests
-the ranges. The standalone launcher and the Kedro nodes both call it on the same YAML.
+The standalone launcher and the Kedro nodes both parse the same YAML with `parse_params`;
+`check()` tests the ranges.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from bert_pipeline.data.masking import EXAMPLE_MASKING
+from bert_pipeline.params import ConfigError, parse_params, require
 
 PRECISIONS = ("32", "32-true", "bf16-mixed", "bf16-true", "16-mixed", "64", "64-true")
-MASKING_MODES = ("auto", "static", "dynamic")
-
-T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A parameter with an unusable value or an unknown name; the message names its path."""
-
+# "auto" follows the examples: dynamic when they hold no masks, else static
+MASKING_MODES = ("auto", *EXAMPLE_MASKING)
 
 TrainingConfigError = ConfigError  # the name pretraining code and its users know
-
-
-def parse_params(schema: type[T], params: Mapping[str, Any] | None, root: str) -> T:
-    """`params` as an instance of the dataclass `schema`; errors name `<root>.<path>`."""
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(dict(params or {})))
-        value = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        key = f"{root}.{exc.full_key}" if getattr(exc, "full_key", None) else root
-        reason = str(exc).splitlines()[0]
-        raise ConfigError(f"parameter {key}: {reason}") from None
-    check = getattr(value, "check", None)
-    if check is not None:
-        check(root)
-    return value
-
-
-def _require(ok: bool, root: str, name: str, message: str, value: Any) -> None:
-    if not ok:
-        raise ConfigError(f"parameter {root}.{name} must be {message}, got {value!r}")
 
 
 @dataclass
@@ -58,10 +30,10 @@ class OptimizerParams:
     eps: float = 1e-6
 
     def check(self, root: str) -> None:
-        _require(self.lr > 0, root, "lr", "> 0", self.lr)
-        _require(self.weight_decay >= 0, root, "weight_decay", ">= 0", self.weight_decay)
-        _require(self.eps > 0, root, "eps", "> 0", self.eps)
-        _require(all(0 <= b < 1 for b in self.betas), root, "betas", "in [0, 1)", self.betas)
+        require(self.lr > 0, root, "lr", "must be > 0", self.lr)
+        require(self.weight_decay >= 0, root, "weight_decay", "must be >= 0", self.weight_decay)
+        require(self.eps > 0, root, "eps", "must be > 0", self.eps)
+        require(all(0 <= b < 1 for b in self.betas), root, "betas", "must be in [0, 1)", self.betas)
 
 
 @dataclass
@@ -78,19 +50,27 @@ class DeviceParams:
     progress_bar: bool = True
 
     def check_devices(self, root: str) -> None:
-        _require(
-            self.precision in PRECISIONS, root, "precision", f"one of {PRECISIONS}", self.precision
+        require(
+            self.precision in PRECISIONS,
+            root,
+            "precision",
+            f"must be one of {PRECISIONS}",
+            self.precision,
         )
-        _require(self.num_nodes > 0, root, "num_nodes", "> 0", self.num_nodes)
-        _require(
+        require(self.num_nodes > 0, root, "num_nodes", "must be > 0", self.num_nodes)
+        require(
             self.deterministic in (True, False, "warn"),
             root,
             "deterministic",
-            "true, false or warn",
+            "must be true, false or warn",
             self.deterministic,
         )
-        _require(
-            self.gradient_clip_val >= 0, root, "gradient_clip_val", ">= 0", self.gradient_clip_val
+        require(
+            self.gradient_clip_val >= 0,
+            root,
+            "gradient_clip_val",
+            "must be >= 0",
+            self.gradient_clip_val,
         )
 
 
@@ -175,31 +155,35 @@ class TrainingConfig(DeviceParams):
             "log_every_n_steps",
             "checkpoint_every_n_steps",
         ):
-            _require(getattr(self, name) > 0, root, name, "> 0", getattr(self, name))
+            require(getattr(self, name) > 0, root, name, "must be > 0", getattr(self, name))
         steps = self.schedule
-        _require(steps.max_steps > 0, root, "schedule.max_steps", "> 0", steps.max_steps)
-        _require(
+        require(steps.max_steps > 0, root, "schedule.max_steps", "must be > 0", steps.max_steps)
+        require(
             0 <= steps.warmup_steps <= steps.max_steps,
             root,
             "schedule.warmup_steps",
-            f"in [0, max_steps={steps.max_steps}]",
+            f"must be in [0, max_steps={steps.max_steps}]",
             steps.warmup_steps,
         )
-        _require(
+        require(
             self.dropout is None or 0 <= self.dropout < 1,
             root,
             "dropout",
-            "in [0, 1) or null",
+            "must be in [0, 1) or null",
             self.dropout,
         )
-        _require(
-            self.masking in MASKING_MODES, root, "masking", f"one of {MASKING_MODES}", self.masking
+        require(
+            self.masking in MASKING_MODES,
+            root,
+            "masking",
+            f"must be one of {MASKING_MODES}",
+            self.masking,
         )
-        _require(
+        require(
             0 < self.val_split < 1 or (float(self.val_split).is_integer() and self.val_split >= 1),
             root,
             "val_split",
-            "a fraction in (0, 1) or a whole number of held-out examples >= 1",
+            "must be a fraction in (0, 1) or a whole number of held-out examples >= 1",
             self.val_split,
         )
-        _require(self.num_workers >= 0, root, "num_workers", ">= 0", self.num_workers)
+        require(self.num_workers >= 0, root, "num_workers", "must be >= 0", self.num_workers)

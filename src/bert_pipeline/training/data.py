@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert_pipeline.data.collator import PretrainingCollator
+from bert_pipeline.data.masking import DYNAMIC, STATIC
 
 logger = logging.getLogger(__name__)
 
@@ -260,17 +261,17 @@ def resolve_dynamic_masking(table: ExampleTable, masking: str) -> bool:
     has_masks = table.has_static_masks()
     if masking == "auto":
         return not has_masks
-    if masking == "static" and not has_masks:
+    if masking == STATIC and not has_masks:
         raise ValueError(
             "pretrain_model.masking=static but the examples table has no masked positions "
             "(it was written with dynamic masking); use masking: dynamic or auto"
         )
-    if masking == "dynamic" and has_masks:
+    if masking == DYNAMIC and has_masks:
         raise ValueError(
             "pretrain_model.masking=dynamic but the examples table already holds static masks "
             "([MASK] in input_ids); use masking: static or auto"
         )
-    return masking == "dynamic"
+    return masking == DYNAMIC
 
 
 class PretrainingDataModule(pl.LightningDataModule):

@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from bert_pipeline.data.tokenizer import tokenizer_from_files
 from bert_pipeline.model.checkpoint import model_from_checkpoint
-from bert_pipeline.training.config import ConfigError, DeviceParams, OptimizerParams, parse_params
+from bert_pipeline.training.config import DeviceParams, OptimizerParams, parse_params, require
 from bert_pipeline.training.core import build_trainer, configure_adamw, mlflow_logger
 
 logger = logging.getLogger(__name__)
@@ -61,8 +61,13 @@ class FinetuneConfig(DeviceParams):
     def check(self, root: str) -> None:
         self.check_devices(root)
         for name in ("learning_rates", "seeds"):
-            if not getattr(self, name):
-                raise ConfigError(f"parameter {root}.{name} must be a non-empty list")
+            require(
+                bool(getattr(self, name)),
+                root,
+                name,
+                "must be a non-empty list",
+                getattr(self, name),
+            )
         for name in (
             "batch_size",
             "eval_batch_size",
@@ -70,19 +75,30 @@ class FinetuneConfig(DeviceParams):
             "max_seq_length",
             "log_every_n_steps",
         ):
-            if getattr(self, name) < 1:
-                raise ConfigError(
-                    f"parameter {root}.{name} must be >= 1, got {getattr(self, name)}"
-                )
-        if not 0 <= self.warmup_proportion < 1:
-            raise ConfigError(f"parameter {root}.warmup_proportion must be in [0, 1)")
-        if self.devices != 1 or self.num_nodes != 1:
-            raise ConfigError(f"parameter {root}.devices / num_nodes: a task trains on one device")
-        if min(self.learning_rates) <= 0 or self.weight_decay < 0:
-            raise ConfigError(
-                f"parameter {root}.learning_rates must be > 0 and weight_decay >= 0, got "
-                f"{self.learning_rates} and {self.weight_decay}"
+            require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
+        require(
+            0 <= self.warmup_proportion < 1,
+            root,
+            "warmup_proportion",
+            "must be in [0, 1)",
+            self.warmup_proportion,
+        )
+        for name in ("devices", "num_nodes"):
+            require(
+                getattr(self, name) == 1,
+                root,
+                name,
+                "must be 1: a task trains on one device",
+                getattr(self, name),
             )
+        require(
+            min(self.learning_rates) > 0,
+            root,
+            "learning_rates",
+            "must be > 0",
+            self.learning_rates,
+        )
+        require(self.weight_decay >= 0, root, "weight_decay", "must be >= 0", self.weight_decay)
 
 
 @dataclass

@@ -20,7 +20,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 from tokenizers import Tokenizer
 
 from bert_pipeline.data.shards import ExampleShards, load_example_shards
@@ -41,27 +39,32 @@ from bert_pipeline.training.trainer import TrainingResult, run_training
 logger = logging.getLogger(__name__)
 
 MODEL_DIR, HISTORY_FILE, METRICS_FILE = "model", "history.parquet", "metrics.json"
-_RUNTIME_PARAM = re.compile(r"\$\{runtime_params:\s*([^,}]+),([^}]*)\}")
+
+
+def _runtime_default(key: str, default: Any = None) -> Any:
+    """Kedro's `runtime_params` resolver outside a Kedro run: there are none, so the default."""
+    return default
 
 
 def read_params(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """`pretrain_model` parameters from a YAML/JSON file (with or without that top-level key).
 
-    Kedro's `${runtime_params:key,default}` takes its default. `overrides` are OmegaConf dot-list
-    items relative to `pretrain_model` (`schedule.max_steps=10`).
+    Resolved with OmegaConf as Kedro's loader resolves it, `${runtime_params:key,default}`
+    taking its default (Kedro registers its own resolver again whenever it reads config).
+    `overrides` are OmegaConf dot-list items relative to `pretrain_model`
+    (`schedule.max_steps=10`).
     """
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
+    OmegaConf.register_resolver("runtime_params", _runtime_default, replace=True)
     path = Path(path)
-    text = _RUNTIME_PARAM.sub(lambda m: m.group(2).strip(), path.read_text(encoding="utf-8"))
-    data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    if not isinstance(data, dict):
+    data = OmegaConf.load(path)
+    if not isinstance(data, DictConfig):
         raise ValueError(f"{path}: expected a mapping of parameters")
-    merged = OmegaConf.create(data)
-    if "pretrain_model" not in merged:
-        merged = OmegaConf.create({"pretrain_model": merged})
+    if "pretrain_model" not in data:
+        data = OmegaConf.create({"pretrain_model": data})
     merged = OmegaConf.merge(
-        merged, OmegaConf.from_dotlist([f"pretrain_model.{o}" for o in overrides or []])
+        data, OmegaConf.from_dotlist([f"pretrain_model.{o}" for o in overrides or []])
     )
     try:
         return OmegaConf.to_container(merged.pretrain_model, resolve=True)

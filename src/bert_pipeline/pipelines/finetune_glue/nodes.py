@@ -10,7 +10,7 @@ from typing import Any
 import mlflow
 import pandas as pd
 
-from bert_pipeline.glue.finetune import FinetuneResult, GlueConfig, finetune_task
+from bert_pipeline.glue.finetune import FinetuneResult, GlueConfig, finetune_task, glue_params
 from bert_pipeline.glue.report import (
     submission_files,
     summary_markdown,
@@ -45,14 +45,13 @@ def build_task_tables(
     `params.data.max_train_examples` / `max_eval_examples` subsample for quick runs (test
     splits are never subsampled, so submissions stay complete).
     """
-    data = params.get("data", {})
-    seed = int(data.get("sample_seed", 0))
+    data = glue_params(params).data
     task = get_task(str(next(f for f in raw.values() if len(f))["task"].iloc[0]))
-    train = _sample(raw["train"], data.get("max_train_examples"), seed)
+    train = _sample(raw["train"], data.max_train_examples, data.sample_seed)
     dev = _sample(
         pd.concat([raw[s] for s in task.dev_splits], ignore_index=True),
-        data.get("max_eval_examples"),
-        seed,
+        data.max_eval_examples,
+        data.sample_seed,
     )
     test = pd.concat([raw[s] for s in task.test_splits], ignore_index=True)
     logger.info(
@@ -63,28 +62,12 @@ def build_task_tables(
 
 def task_config(task: str, params: dict[str, Any]) -> GlueConfig:
     """`finetune_glue.defaults` overridden by `finetune_glue.hyperparameters.<task>`."""
-    defaults = params.get("defaults") or {}
-    GlueConfig.from_params(defaults, where="finetune_glue.defaults")
-    overrides = (params.get("hyperparameters") or {}).get(task) or {}
-    return GlueConfig.from_params(
-        {**defaults, **overrides}, where=f"finetune_glue.hyperparameters.{task}"
-    )
+    return glue_params(params).task_config(task)
 
 
 def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConfig]:
-    """Every task's config, checked before the run; a task that starts from the MNLI model
-    (`init_from_mnli`) must read what MNLI's classifier read (a mean-pooled one has no pooler)."""
-    configs = {task: task_config(task, params) for task in tasks}
-    for task in params.get("init_from_mnli") or []:
-        if task in configs and "mnli" in configs:
-            ours, mnli = configs[task].pooling, configs["mnli"].pooling
-            if ours != mnli:
-                raise ValueError(
-                    f"parameter finetune_glue.hyperparameters.{task}.pooling={ours!r} but "
-                    f"init_from_mnli starts {task} from the MNLI model fine-tuned with "
-                    f"pooling={mnli!r}: use one pooling for both"
-                )
-    return configs
+    """Every task's config, checked before the run (`GlueParams.task_configs`)."""
+    return glue_params(params).task_configs(tasks)
 
 
 def _log_task_run(result: FinetuneResult, record: dict) -> None:

@@ -13,6 +13,8 @@ from bert_pipeline.ner.finetune import (
     NerResult,
     feature_cache,
     finetune_ner,
+    ner_config,
+    ner_params,
     train_feature_tagger,
 )
 from bert_pipeline.training.core import child_run, log_config, log_frame_input
@@ -26,8 +28,8 @@ def build_ner_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Train, dev and test sentence tables; `data.max_train_sentences` keeps the first that
     many train sentences (whole documents' order kept) for quick runs."""
-    limit = (params.get("data") or {}).get("max_train_sentences")
-    train = raw["train"] if limit is None else raw["train"].head(int(limit))
+    limit = ner_params(params).data.max_train_sentences
+    train = raw["train"] if limit is None else raw["train"].head(limit)
     tables = (train.reset_index(drop=True), raw["dev"], raw["test"])
     logger.info(
         "CoNLL: %s sentences (train, dev, test), %s words",
@@ -35,17 +37,6 @@ def build_ner_tables(
         [int(t["tokens"].map(len).sum()) for t in tables],
     )
     return tables
-
-
-def ner_config(params: dict[str, Any], section: str) -> NerConfig:
-    """`finetune_ner.<section>` plus the shared `finetune_ner.labels`."""
-    values = {**(params.get(section) or {}), "labels": list(params["labels"])}
-    return NerConfig.from_params(values, where=f"finetune_ner.{section}")
-
-
-def ner_configs(params: dict[str, Any]) -> dict[str, NerConfig]:
-    """Both taggers' settings, parsed before a run."""
-    return {section: ner_config(params, section) for section in ("finetune", "feature_based")}
 
 
 def _source(checkpoint: dict) -> str:

@@ -10,7 +10,7 @@ import mlflow
 import pandas as pd
 
 from bert_pipeline.squad.data import official_predictions, squad_version
-from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
+from bert_pipeline.squad.finetune import finetune_squad, squad_params
 from bert_pipeline.training.core import child_run, log_config, log_frame_input
 from bert_pipeline.training.finetune import checkpoint_source
 
@@ -22,12 +22,12 @@ def build_squad_tables(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train and dev question tables; `data.max_train_questions` / `max_dev_questions` keep
     the first that many (whole articles' order kept) for quick runs."""
-    data = params.get("data") or {}
+    data = squad_params(params).data
     train, dev = raw["train"], raw["dev"]
-    if data.get("max_train_questions") is not None:
-        train = train.head(int(data["max_train_questions"]))
-    if data.get("max_dev_questions") is not None:
-        dev = dev.head(int(data["max_dev_questions"]))
+    if data.max_train_questions is not None:
+        train = train.head(data.max_train_questions)
+    if data.max_dev_questions is not None:
+        dev = dev.head(data.max_dev_questions)
     logger.info(
         "SQuAD: %d train, %d dev questions (%d dev unanswerable)",
         len(train),
@@ -37,16 +37,12 @@ def build_squad_tables(
     return train.reset_index(drop=True), dev.reset_index(drop=True)
 
 
-def squad_config(params: dict[str, Any]) -> SquadConfig:
-    return SquadConfig.from_params(params.get("training") or {}, "finetune_squad.training")
-
-
 def finetune_squad_model(
     train: pd.DataFrame, dev: pd.DataFrame, pretrained: dict, params: dict[str, Any]
 ) -> tuple[dict, dict, str, dict]:
     """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
     and the null odds (v2.0: no-answer score minus best span score per question)."""
-    config = squad_config(params)
+    config = squad_params(params).training
     source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")
     with child_run("squad", tags={"squad_version": squad_version(train, dev)}) as run_id:
         log_frame_input(train, "squad_train", "training")

@@ -28,7 +28,7 @@ from tokenizers import Tokenizer
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
-from bert_pipeline.model.checkpoint import load_pretrained
+from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
@@ -138,10 +138,8 @@ def resolve_resume(cfg: TrainingConfig) -> str | None:
     try:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch raises many types for a damaged file
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise TrainingConfigError(
-            f"parameter pretrain_model.resume: {path} is not a readable checkpoint ({reason})"
-        ) from None
+        message = unreadable(path, exc, "checkpoint")
+        raise TrainingConfigError(f"parameter pretrain_model.resume: {message}") from None
     return str(path)
 
 

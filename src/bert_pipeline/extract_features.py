@@ -22,16 +22,17 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
+from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.model import BertModel, hidden_states
-from bert_pipeline.model.checkpoint import model_from_checkpoint, read_checkpoint
-from bert_pipeline.training.finetune import (
+from bert_pipeline.model.checkpoint import (
     check_checkpoint,
     encoder_only,
-    sequential_loader,
+    model_from_checkpoint,
+    read_checkpoint,
     tokenizer_from_checkpoint,
 )
 
@@ -86,7 +87,8 @@ def extract_features(
     columns: dict[str, list] = {"line": [], "position": [], "token": [], "segment": []}
     columns.update({f"layer_{i}": [] for i in layers})
     line = 0
-    for batch in tqdm(sequential_loader(features, batch_size), desc="extract", unit="batch"):
+    loader = DataLoader(features, batch_size=batch_size, collate_fn=features.collate)
+    for batch in tqdm(loader, desc="extract", unit="batch"):
         inputs = [batch[k].to(device) for k in ("input_ids", "token_type_ids", "attention_mask")]
         states = [h.cpu() for h in hidden_states(model, *inputs)]
         for row in range(batch["input_ids"].shape[0]):

@@ -1,9 +1,10 @@
 """BERT folders as MLflow pyfunc models: logged with the project's code, registered, served.
 
-`log_bert_model` is the one route by which pretraining and every GLUE task put a model into
-MLflow: a LoggedModel of the active run holding the HF-format folder (weights, config,
-tokenizer, model card), this package as `code_paths` and pinned requirements, so that
-`mlflow.pyfunc.load_model("models:/<name>/<version>")` needs nothing from the project checkout.
+`log_bert_model` is how pretraining and every GLUE task put a model into MLflow (called through
+`bert_pipeline.tracking.log_model`): a LoggedModel of the active run holding the HF-format
+folder (weights, config, tokenizer, model card), this package as `code_paths` and pinned
+requirements, so that `mlflow.pyfunc.load_model("models:/<name>/<version>")` needs nothing from the
+project checkout.
 
 Input: a table with `text_a` and optionally `text_b` (sentence pairs; empty for single sentences).
 Output of a fine-tuned classifier: `label` (the label name) and `score` (its softmax probability);

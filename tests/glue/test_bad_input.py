@@ -13,13 +13,13 @@ from bert_pipeline.glue.loading import (
 )
 from bert_pipeline.glue.tasks import UnknownTaskError, get_task
 from bert_pipeline.io.glue_dataset import GlueRawDataset
-from bert_pipeline.pipelines.finetune_glue.nodes import task_config, task_configs
-from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
-from bert_pipeline.training.finetune import (
+from bert_pipeline.model.checkpoint import (
     CheckpointMismatchError,
     check_checkpoint,
     tokenizer_from_checkpoint,
 )
+from bert_pipeline.pipelines.finetune_glue.nodes import task_config, task_configs
+from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet
 
 

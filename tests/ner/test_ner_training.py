@@ -8,9 +8,14 @@ import pytest
 import torch
 
 from bert_pipeline.model import BertForTokenClassification, BertModel, hidden_states
-from bert_pipeline.model.checkpoint import model_from_checkpoint
+from bert_pipeline.model.bert import IGNORE_INDEX as IGNORE
+from bert_pipeline.model.checkpoint import (
+    encoder_only,
+    model_from_checkpoint,
+    tokenizer_from_checkpoint,
+)
 from bert_pipeline.ner.conll import parse_conll
-from bert_pipeline.ner.features import IGNORE, build_windows, encode_split
+from bert_pipeline.ner.features import build_windows, encode_split
 from bert_pipeline.ner.finetune import (
     CONLL_LABELS,
     NerConfig,
@@ -21,7 +26,6 @@ from bert_pipeline.ner.finetune import (
     train_feature_tagger,
 )
 from bert_pipeline.ner.module import WordFeatures, choice_layers
-from bert_pipeline.training.finetune import encoder_only, tokenizer_from_checkpoint
 from tests.glue.helpers import tiny_checkpoint
 from tests.ner.helpers import conll_text, sentence
 

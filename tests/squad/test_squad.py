@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from bert_pipeline.io.squad_dataset import SquadDataset
+from bert_pipeline.model.checkpoint import tokenizer_from_checkpoint
 from bert_pipeline.schemas.squad import questions
 from bert_pipeline.squad.data import SquadDataError, read_squad, table_from_hf
 from bert_pipeline.squad.evaluation import best_answers, normalize_answer, squad_metrics
 from bert_pipeline.squad.features import build_windows
 from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
 from bert_pipeline.training.config import ConfigError
-from bert_pipeline.training.finetune import tokenizer_from_checkpoint
 from tests.glue.helpers import tiny_checkpoint
 from tests.squad.helpers import squad_document, write_squad_folder
 

@@ -15,8 +15,7 @@ import numpy as np
 import torch
 
 from bert_pipeline.data.masking import corrupt, num_to_predict
-
-IGNORE_INDEX = -100
+from bert_pipeline.model.bert import IGNORE_INDEX
 
 
 class PretrainingCollator:

@@ -9,6 +9,7 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
+from bert_pipeline.data.tokenizer import CLS, SEP, special_token_ids
 from bert_pipeline.training.finetune import pad_rows
 
 
@@ -26,9 +27,8 @@ def encode_table(
     """Token ids and segment ids for every row, special tokens added here (not by the tokenizer)."""
     if max_seq_length < 4:
         raise ValueError(f"max_seq_length must be >= 4, got {max_seq_length}")
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise ValueError("the tokenizer has no [CLS] or [SEP] token")
+    ids = special_token_ids(tokenizer)
+    cls_id, sep_id = ids[CLS], ids[SEP]
     tokenizer.no_truncation()
     tokenizer.no_padding()
     a_ids = [

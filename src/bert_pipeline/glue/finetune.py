@@ -21,7 +21,12 @@ from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
-from bert_pipeline.model.checkpoint import model_to_checkpoint
+from bert_pipeline.model.checkpoint import (
+    check_checkpoint,
+    model_to_checkpoint,
+    tokenizer_from_checkpoint,
+    with_new_head,
+)
 from bert_pipeline.model.config import CLASSIFIER_POOLINGS
 from bert_pipeline.training.config import parse_params, require
 from bert_pipeline.training.finetune import (
@@ -29,11 +34,8 @@ from bert_pipeline.training.finetune import (
     FinetuneDataModule,
     TrialParams,
     best_summary,
-    check_checkpoint,
     run_grid,
     sequential_loader,
-    tokenizer_from_checkpoint,
-    with_new_head,
 )
 
 

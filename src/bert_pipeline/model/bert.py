@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from bert_pipeline.model.config import BertConfig
 
-IGNORE_INDEX = -100  # label value of padded masked-LM slots, as in torch's cross_entropy
+IGNORE_INDEX = -100  # a label position no loss reads (torch's cross_entropy default)
 
 
 def activation(name: str):
@@ -293,7 +293,7 @@ class BertPreTrainingHeads(nn.Module):
 class BertPreTrainingOutput(NamedTuple):
     """Losses are None when the matching labels are not given.
 
-    ``prediction_logits`` is [N, vocab] for the N entries with ``masked_lm_labels != -100``
+    ``prediction_logits`` is [N, vocab] for the N entries with ``masked_lm_labels != IGNORE_INDEX``
     (row-major over [B, P]) when labels are given, else [B, P, vocab] for every position asked for.
     """
 
@@ -419,8 +419,9 @@ class BertForSequenceClassification(BertClassifierBase):
 
 
 class BertForTokenClassification(BertClassifierBase):
-    """sequence_output -> dropout -> linear per token; labels -100 are ignored (later sub-tokens,
-    [CLS], [SEP], padding), so only each word's first sub-token is trained, as in the paper."""
+    """sequence_output -> dropout -> linear per token; labels IGNORE_INDEX are ignored (later
+    sub-tokens, [CLS], [SEP], padding), so only each word's first sub-token is trained, as in
+    the paper."""
 
     pooled = False
 
@@ -436,7 +437,7 @@ class BertForTokenClassification(BertClassifierBase):
         loss = None
         if labels is not None:
             loss = F.cross_entropy(
-                logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100
+                logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=IGNORE_INDEX
             )
         return loss, logits
 

@@ -8,6 +8,9 @@ Two layers:
 * model conversion with ``model_to_checkpoint`` / ``model_from_checkpoint`` and the
   shortcuts ``save_pretrained`` / ``load_pretrained``.
 
+A task starts from a checkpoint with `tokenizer_from_checkpoint`, `check_checkpoint` (weights,
+config.json and tokenizer agree) and `with_new_head` / `encoder_only`.
+
 Loading accepts our folders and HF ones: ``model.safetensors`` or ``pytorch_model.bin``
 (``torch.load(weights_only=True)``), ``BertModel``-only weights with or without the ``bert.``
 prefix, and old TF-converted names (``LayerNorm.gamma``/``beta``). Missing weights are freshly
@@ -30,7 +33,7 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
 
-from bert_pipeline.data.tokenizer import tokenizer_files
+from bert_pipeline.data.tokenizer import tokenizer_files, tokenizer_from_files
 from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import (
     BertForPreTraining,
@@ -62,9 +65,22 @@ TIED_KEYS = {
 }
 _ENCODER_ROOTS = ("embeddings.", "encoder.", "pooler.")
 
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+
 # {"config": dict, "state_dict": dict[str, Tensor], "tokenizer_files": dict[str, bytes]}, and
 # optionally "model_card": str (README.md)
 Checkpoint = dict[str, Any]
+
+
+class CheckpointMismatchError(ValueError):
+    """The checkpoint, its config.json and the tokenizer disagree."""
+
+
+def unreadable(path: str | Path, exc: Exception, what: str = "weights file") -> str:
+    """The one message for a damaged weights or checkpoint file (torch and safetensors raise
+    many error types): the file and the first line of the reason."""
+    reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+    return f"{path} is not a readable {what} ({reason})"
 
 
 @dataclass
@@ -99,8 +115,7 @@ def read_checkpoint(directory: str | Path) -> Checkpoint:
     try:
         state_dict = load(weights)
     except Exception as exc:  # safetensors and torch raise many types for a damaged file
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise ValueError(f"{weights} is not a readable weights file ({reason})") from None
+        raise ValueError(unreadable(weights, exc)) from None
     tokenizer_files = {
         name: (directory / name).read_bytes()
         for name in TOKENIZER_FILES
@@ -124,8 +139,7 @@ def check_weights(directory: str | Path) -> None:
         with safe_open(weights, framework="pt") as f:
             f.keys()
     except Exception as exc:  # safetensors raises its own error types
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise ValueError(f"{weights} is not a readable weights file ({reason})") from None
+        raise ValueError(unreadable(weights, exc)) from None
 
 
 def write_checkpoint(checkpoint: Checkpoint, directory: str | Path) -> Path:
@@ -329,3 +343,106 @@ def load_pretrained(
         source=str(directory),
         **overrides,
     )
+
+
+# ---------------------------------------------------------------------------- a task's start
+
+
+def checkpoint_source(checkpoint: Mapping, dataset: str, parameter: str) -> str:
+    """How errors name a checkpoint: its folder, else the catalog entry and runtime parameter."""
+    folder = checkpoint.get("config", {}).get("_name_or_path")
+    return str(folder or f"the checkpoint {dataset} (runtime parameter {parameter})")
+
+
+def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool) -> Tokenizer:
+    """The tokenizer stored in a checkpoint's folder (tokenizer.json, else vocab.txt)."""
+    files = checkpoint.get("tokenizer_files") or {}
+    if not files:
+        raise CheckpointMismatchError(
+            f"{source}: no tokenizer.json or vocab.txt beside the weights; export the model with "
+            "its tokenizer files"
+        )
+    return tokenizer_from_files(files, lowercase, source)
+
+
+def check_checkpoint(
+    checkpoint: Mapping, tokenizer: Tokenizer, source: str, max_seq_length: int | None = None
+) -> None:
+    """Fails early, naming the parameter, when weights, config.json and tokenizer disagree."""
+    config = checkpoint["config"]
+    for key in ("vocab_size", "hidden_size"):
+        if key not in config:
+            raise CheckpointMismatchError(f"{source}: config.json has no {key!r}")
+    embedding = next(
+        (v for k, v in checkpoint["state_dict"].items() if k.endswith(WORD_EMBEDDINGS)), None
+    )
+    if embedding is None:
+        raise CheckpointMismatchError(f"{source}: the weights have no {WORD_EMBEDDINGS}")
+    expected = (config["vocab_size"], config["hidden_size"])
+    if tuple(embedding.shape) != expected:
+        raise CheckpointMismatchError(
+            f"{source}: {WORD_EMBEDDINGS} has shape {tuple(embedding.shape)} but config.json says "
+            f"vocab_size={expected[0]}, hidden_size={expected[1]}"
+        )
+    if tokenizer.get_vocab_size() > config["vocab_size"]:  # a padded embedding table is fine
+        raise CheckpointMismatchError(
+            f"{source}: the tokenizer has {tokenizer.get_vocab_size()} tokens but config.json "
+            f"vocab_size={config['vocab_size']}"
+        )
+    max_positions = config.get("max_position_embeddings", 512)
+    if max_seq_length is not None and max_seq_length > max_positions:
+        raise ValueError(
+            f"max_seq_length={max_seq_length} exceeds the model's "
+            f"max_position_embeddings={max_positions} ({source})"
+        )
+
+
+def encoder_only(checkpoint: Mapping) -> dict:
+    """The checkpoint without its heads (pretraining `cls.*`, a task's head), labels and
+    what the old head read: what a new task starts from, so their absence is expected, not
+    warned about."""
+    heads = ("cls.", "classifier.", "qa_outputs.")
+    return {
+        **checkpoint,
+        "state_dict": {
+            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(heads)
+        },
+        "config": {
+            k: v
+            for k, v in checkpoint["config"].items()
+            if k not in ("id2label", "label2id", "classifier_pooling")
+        },
+    }
+
+
+def with_new_head(
+    checkpoint: Mapping,
+    model_cls: type[nn.Module],
+    num_labels: int | None,
+    source: str,
+    seed: int | None,
+    head: str = "classifier",
+    **overrides: Any,
+) -> nn.Module:
+    """The encoder from the checkpoint plus a fresh linear `head` (any old head is dropped);
+    `num_labels` for a classifier, None for a model with a fixed head (question answering);
+    `overrides` set config fields of the new model (GLUE's `classifier_pooling`).
+
+    With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
+    whatever the encoder's init drew first), as transformers initializes a missing head after
+    `set_seed(seed)`: the same seed gives the same head on both sides.
+    """
+    stripped = encoder_only(checkpoint)
+    config = stripped["config"]
+    try:
+        labels = {} if num_labels is None else {"num_labels": num_labels}
+        model = model_from_checkpoint(stripped, model_cls, source=source, **labels, **overrides)
+    except ValueError as exc:
+        raise CheckpointMismatchError(str(exc)) from exc
+    if seed is not None:
+        generator = torch.Generator().manual_seed(seed)
+        std = config.get("initializer_range", 0.02)
+        with torch.no_grad():
+            getattr(model, head).weight.normal_(0.0, std, generator=generator)
+            getattr(model, head).bias.zero_()
+    return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning

@@ -16,14 +16,14 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
+from bert_pipeline.data.tokenizer import CLS, SEP, UNK, special_token_ids
+from bert_pipeline.model.bert import IGNORE_INDEX
 from bert_pipeline.training.finetune import Windows, pad_rows
-
-IGNORE = -100
 
 
 def word_pieces(tokenizer: Tokenizer, sentences: Sequence[Sequence[str]]) -> list[list[list[int]]]:
     """Per sentence, per word, its WordPiece ids ([UNK] for a word the tokenizer drops)."""
-    unk = tokenizer.token_to_id("[UNK]")
+    unk = special_token_ids(tokenizer)[UNK]
     tokenizer.no_truncation()
     tokenizer.no_padding()
     encodings = tokenizer.encode_batch(
@@ -41,7 +41,7 @@ def word_pieces(tokenizer: Tokenizer, sentences: Sequence[Sequence[str]]) -> lis
 @dataclass
 class Window:
     input_ids: list[int]
-    labels: list[int]  # the word's label id on first sub-tokens, IGNORE elsewhere
+    labels: list[int]  # the word's label id on first sub-tokens, IGNORE_INDEX elsewhere
     first: list[bool]  # True on first sub-tokens: where a word's prediction is read
 
 
@@ -70,9 +70,8 @@ def build_windows(
     """Windows of a sentence table (see the module docstring); `pack=False`: one per sentence."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be >= 3, got {max_seq_length}")
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise ValueError("the tokenizer has no [CLS] or [SEP] token")
+    ids = special_token_ids(tokenizer)
+    cls_id, sep_id = ids[CLS], ids[SEP]
     budget = max_seq_length - 2
     pieces = word_pieces(tokenizer, frame["tokens"].tolist())
     windows: list[Window] = []
@@ -82,12 +81,12 @@ def build_windows(
     def close() -> None:
         nonlocal size
         if current:
-            ids, labels, first = [cls_id], [IGNORE], [False]
+            ids, labels, first = [cls_id], [IGNORE_INDEX], [False]
             for word, label in current:
                 ids += word
-                labels += [label] + [IGNORE] * (len(word) - 1)
+                labels += [label] + [IGNORE_INDEX] * (len(word) - 1)
                 first += [True] + [False] * (len(word) - 1)
-            windows.append(Window([*ids, sep_id], [*labels, IGNORE], [*first, False]))
+            windows.append(Window([*ids, sep_id], [*labels, IGNORE_INDEX], [*first, False]))
             current.clear()
             size = 0
 
@@ -118,13 +117,13 @@ class NerFeatures(Windows):
 
     @staticmethod
     def collate(rows: list[Window]) -> dict[str, torch.Tensor]:
-        """Pads to the longest window of the batch ([PAD]=0, labels IGNORE)."""
+        """Pads to the longest window of the batch ([PAD]=0, labels IGNORE_INDEX)."""
         ids = pad_rows([r.input_ids for r in rows])
         return {
             "input_ids": ids,
             "token_type_ids": torch.zeros_like(ids),
             "attention_mask": pad_rows([[1] * len(r.input_ids) for r in rows]),
-            "labels": pad_rows([r.labels for r in rows], IGNORE),
+            "labels": pad_rows([r.labels for r in rows], IGNORE_INDEX),
             "first": pad_rows([r.first for r in rows]).bool(),
         }
 

@@ -16,7 +16,14 @@ import pandas as pd
 import torch
 
 from bert_pipeline.model import BertForTokenClassification, BertModel
-from bert_pipeline.model.checkpoint import model_from_checkpoint, model_to_checkpoint
+from bert_pipeline.model.checkpoint import (
+    check_checkpoint,
+    encoder_only,
+    model_from_checkpoint,
+    model_to_checkpoint,
+    tokenizer_from_checkpoint,
+    with_new_head,
+)
 from bert_pipeline.ner.features import encode_split
 from bert_pipeline.ner.metrics import entity_metrics
 from bert_pipeline.ner.module import (
@@ -36,12 +43,8 @@ from bert_pipeline.training.finetune import (
     GridResult,
     TrialParams,
     best_summary,
-    check_checkpoint,
-    encoder_only,
     run_grid,
     sequential_loader,
-    tokenizer_from_checkpoint,
-    with_new_head,
 )
 
 CONLL_LABELS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]

@@ -17,7 +17,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.data import Dataset
 
 from bert_pipeline.model import BertModel, hidden_states
-from bert_pipeline.ner.features import IGNORE, split_words
+from bert_pipeline.model.bert import IGNORE_INDEX
+from bert_pipeline.ner.features import split_words
 from bert_pipeline.ner.metrics import entity_metrics
 from bert_pipeline.training.finetune import FinetuneModule, TrialParams
 
@@ -70,7 +71,7 @@ class NerModule(FinetuneModule):
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits = self.logits(batch)
         return F.cross_entropy(
-            logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE
+            logits.float().flatten(0, 1), batch["labels"].flatten(), ignore_index=IGNORE_INDEX
         )
 
     def outputs(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -139,7 +140,7 @@ class WordFeatures(Dataset):
         width = int(lengths.max())
         k, h = rows[0][0].shape[1:]
         feats = torch.zeros(len(rows), width, k, h)
-        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
         for i, (f, y) in enumerate(rows):
             feats[i, : len(y)] = f.float()
             labels[i, : len(y)] = y

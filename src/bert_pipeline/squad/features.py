@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
+from bert_pipeline.data.tokenizer import CLS, SEP, special_token_ids
 from bert_pipeline.training.finetune import Windows, pad_rows
 
 
@@ -55,9 +56,8 @@ def build_windows(
     max_query_length: int,
 ) -> list[Window]:
     """Every question's windows, in table order."""
-    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    if cls_id is None or sep_id is None:
-        raise ValueError("the tokenizer has no [CLS] or [SEP] token")
+    ids = special_token_ids(tokenizer)
+    cls_id, sep_id = ids[CLS], ids[SEP]
     tokenizer.no_truncation()
     tokenizer.no_padding()
     questions = tokenizer.encode_batch(frame["question"].tolist(), add_special_tokens=False)

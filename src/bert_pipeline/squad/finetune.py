@@ -12,7 +12,12 @@ import pandas as pd
 import torch
 
 from bert_pipeline.model import BertForQuestionAnswering
-from bert_pipeline.model.checkpoint import model_to_checkpoint
+from bert_pipeline.model.checkpoint import (
+    check_checkpoint,
+    model_to_checkpoint,
+    tokenizer_from_checkpoint,
+    with_new_head,
+)
 from bert_pipeline.squad.data import squad_version
 from bert_pipeline.squad.evaluation import best_answers, squad_metrics
 from bert_pipeline.squad.features import SquadFeatures, build_windows
@@ -23,10 +28,7 @@ from bert_pipeline.training.finetune import (
     FinetuneModule,
     TrialParams,
     best_summary,
-    check_checkpoint,
     run_grid,
-    tokenizer_from_checkpoint,
-    with_new_head,
 )
 
 

@@ -75,7 +75,8 @@ class PipelineMLFlowLogger(MLFlowLogger):
 
     Lightning's `finalize` marks the run FINISHED, which would close kedro-mlflow's run before the
     pipeline's later nodes log their artifacts. Parameters are logged by the run's owner
-    (kedro-mlflow, or the entry point's `log_params`), not from the module's hyperparameters.
+    (kedro-mlflow, or `bert_pipeline.tracking.open_run` for the entry point), not from the
+    module's hyperparameters.
     A `prefix` is joined with "/" (a fine-tuning trial's metrics: `lr_2e-05_seed_42/dev_f1`).
     """
 

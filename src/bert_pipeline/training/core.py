@@ -1,15 +1,13 @@
 """What every training run shares, pretraining and each fine-tuning task alike.
 
 One AdamW with one parameter-group rule, one warmup + linear decay schedule, one Trainer
-builder (devices, precision, clipping, determinism, progress bar) and one MLflow route: the run
-kedro-mlflow opened, or a child run of it per fine-tuning task.
+builder (devices, precision, clipping, determinism, progress bar) and the Lightning logger into
+the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.tracking`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
@@ -18,6 +16,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
+from bert_pipeline import tracking
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
 
@@ -124,85 +123,16 @@ def build_trainer(
 # ---------------------------------------------------------------------------- MLflow
 
 
-def active_run() -> tuple[str | None, str | None]:
-    """(run id, tracking URI) of the MLflow run kedro-mlflow opened, or (None, None)."""
-    import mlflow
-
-    run = mlflow.active_run()
-    if run is None:
-        return None, None
-    return run.info.run_id, mlflow.get_tracking_uri()
-
-
-@contextlib.contextmanager
-def child_run(name: str, tags: dict[str, str]) -> Iterator[str | None]:
-    """A nested MLflow run under the active one (one per fine-tuning task); None if untracked."""
-    import mlflow
-
-    if mlflow.active_run() is None:
-        yield None
-        return
-    with mlflow.start_run(run_name=name, nested=True, tags=tags) as run:
-        yield run.info.run_id
-
-
-def log_config(config: Any, **extra: Any) -> None:
-    """A task's hyperparameters (a dataclass) and `extra` as the active run's parameters."""
-    import mlflow
-
-    if mlflow.active_run() is not None:
-        values = {k: str(v) for k, v in dataclasses.asdict(config).items()}
-        mlflow.log_params({**values, **{k: str(v) for k, v in extra.items()}})
-
-
 def mlflow_logger(
     run_id: str | None,
     tracking_uri: str | None = None,
     *,
     prefix: str = "",
 ) -> list[PipelineMLFlowLogger]:
-    """The Lightning logger writing into `run_id` (never ending it); [] when not tracked."""
+    """The Lightning logger writing into `run_id` (never ending it); [] when not tracked.
+
+    Training reaches MLflow only through this logger; the rest is `bert_pipeline.tracking`'s."""
     if not run_id:
         return []
-    if tracking_uri is None:
-        import mlflow
-
-        tracking_uri = mlflow.get_tracking_uri()
-    return [PipelineMLFlowLogger(run_id=run_id, tracking_uri=tracking_uri, prefix=prefix)]
-
-
-def log_table_input(
-    name: str, source: str, digest: str, rows: int, schema: Any, context: str = "training"
-) -> None:
-    """A dataset input of the active MLflow run (the run page's "Datasets"), without reading
-    the data: name, local source, digest, Arrow schema as MLflow's and the row count."""
-    import mlflow
-    from mlflow.data.dataset_source_registry import resolve_dataset_source
-    from mlflow.data.meta_dataset import MetaDataset
-    from mlflow.types.schema import Array, ColSpec, DataType, Schema
-
-    if mlflow.active_run() is None:
-        return
-
-    def spec(field: Any) -> ColSpec:
-        kind = field.type
-        if hasattr(kind, "value_type"):  # list<int> token ids
-            return ColSpec(Array(DataType.long), field.name)
-        name = "string" if "string" in str(kind) else "long"
-        return ColSpec(DataType[name], field.name)
-
-    dataset = MetaDataset(
-        source=resolve_dataset_source(str(source)),
-        name=name,
-        digest=digest[:32],
-        schema=Schema([spec(f) for f in schema]),
-    )
-    mlflow.log_input(dataset, context=context, tags={"rows": str(rows)})
-
-
-def log_frame_input(frame: Any, name: str, context: str = "training") -> None:
-    """A pandas table as a dataset input of the active MLflow run (schema, digest, row count)."""
-    import mlflow
-
-    if mlflow.active_run() is not None:
-        mlflow.log_input(mlflow.data.from_pandas(frame, name=name), context=context)
+    uri = tracking_uri or tracking.tracking_uri()
+    return [PipelineMLFlowLogger(run_id=run_id, tracking_uri=uri, prefix=prefix)]

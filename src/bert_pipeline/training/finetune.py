@@ -18,23 +18,19 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-from tokenizers import Tokenizer
 from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from bert_pipeline.data.tokenizer import tokenizer_from_files
-from bert_pipeline.model.checkpoint import model_from_checkpoint
-from bert_pipeline.training.config import DeviceParams, OptimizerParams, parse_params, require
+from bert_pipeline.training.config import (
+    DeviceParams,
+    OptimizerParams,
+    parse_params,
+    require,
+)
 from bert_pipeline.training.core import build_trainer, configure_adamw, mlflow_logger
 
 logger = logging.getLogger(__name__)
-
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
-
-
-class CheckpointMismatchError(ValueError):
-    """The checkpoint, its config.json and the tokenizer disagree."""
 
 
 @dataclass
@@ -116,109 +112,6 @@ class TrialParams:
         """Prefix of the trial's metrics in the task's MLflow run."""
         prefix = f"{self.tag}_" if self.tag else ""
         return f"{prefix}lr_{self.learning_rate:g}_seed_{self.seed}"
-
-
-# ---------------------------------------------------------------------------- checkpoints
-
-
-def checkpoint_source(checkpoint: Mapping, dataset: str, parameter: str) -> str:
-    """How errors name a checkpoint: its folder, else the catalog entry and runtime parameter."""
-    folder = checkpoint.get("config", {}).get("_name_or_path")
-    return str(folder or f"the checkpoint {dataset} (runtime parameter {parameter})")
-
-
-def tokenizer_from_checkpoint(checkpoint: Mapping, source: str, lowercase: bool) -> Tokenizer:
-    """The tokenizer stored in a checkpoint's folder (tokenizer.json, else vocab.txt)."""
-    files = checkpoint.get("tokenizer_files") or {}
-    if not files:
-        raise CheckpointMismatchError(
-            f"{source}: no tokenizer.json or vocab.txt beside the weights; export the model with "
-            "its tokenizer files"
-        )
-    return tokenizer_from_files(files, lowercase, source)
-
-
-def check_checkpoint(
-    checkpoint: Mapping, tokenizer: Tokenizer, source: str, max_seq_length: int | None = None
-) -> None:
-    """Fails early, naming the parameter, when weights, config.json and tokenizer disagree."""
-    config = checkpoint["config"]
-    for key in ("vocab_size", "hidden_size"):
-        if key not in config:
-            raise CheckpointMismatchError(f"{source}: config.json has no {key!r}")
-    embedding = next(
-        (v for k, v in checkpoint["state_dict"].items() if k.endswith(WORD_EMBEDDINGS)), None
-    )
-    if embedding is None:
-        raise CheckpointMismatchError(f"{source}: the weights have no {WORD_EMBEDDINGS}")
-    expected = (config["vocab_size"], config["hidden_size"])
-    if tuple(embedding.shape) != expected:
-        raise CheckpointMismatchError(
-            f"{source}: {WORD_EMBEDDINGS} has shape {tuple(embedding.shape)} but config.json says "
-            f"vocab_size={expected[0]}, hidden_size={expected[1]}"
-        )
-    if tokenizer.get_vocab_size() > config["vocab_size"]:  # a padded embedding table is fine
-        raise CheckpointMismatchError(
-            f"{source}: the tokenizer has {tokenizer.get_vocab_size()} tokens but config.json "
-            f"vocab_size={config['vocab_size']}"
-        )
-    max_positions = config.get("max_position_embeddings", 512)
-    if max_seq_length is not None and max_seq_length > max_positions:
-        raise ValueError(
-            f"max_seq_length={max_seq_length} exceeds the model's "
-            f"max_position_embeddings={max_positions} ({source})"
-        )
-
-
-def encoder_only(checkpoint: Mapping) -> dict:
-    """The checkpoint without its heads (pretraining `cls.*`, a task's head), labels and
-    what the old head read: what a new task starts from, so their absence is expected, not
-    warned about."""
-    heads = ("cls.", "classifier.", "qa_outputs.")
-    return {
-        **checkpoint,
-        "state_dict": {
-            k: v for k, v in checkpoint["state_dict"].items() if not k.startswith(heads)
-        },
-        "config": {
-            k: v
-            for k, v in checkpoint["config"].items()
-            if k not in ("id2label", "label2id", "classifier_pooling")
-        },
-    }
-
-
-def with_new_head(
-    checkpoint: Mapping,
-    model_cls: type[nn.Module],
-    num_labels: int | None,
-    source: str,
-    seed: int | None,
-    head: str = "classifier",
-    **overrides: Any,
-) -> nn.Module:
-    """The encoder from the checkpoint plus a fresh linear `head` (any old head is dropped);
-    `num_labels` for a classifier, None for a model with a fixed head (question answering);
-    `overrides` set config fields of the new model (GLUE's `classifier_pooling`).
-
-    With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
-    whatever the encoder's init drew first), as transformers initializes a missing head after
-    `set_seed(seed)`: the same seed gives the same head on both sides.
-    """
-    stripped = encoder_only(checkpoint)
-    config = stripped["config"]
-    try:
-        labels = {} if num_labels is None else {"num_labels": num_labels}
-        model = model_from_checkpoint(stripped, model_cls, source=source, **labels, **overrides)
-    except ValueError as exc:
-        raise CheckpointMismatchError(str(exc)) from exc
-    if seed is not None:
-        generator = torch.Generator().manual_seed(seed)
-        std = config.get("initializer_range", 0.02)
-        with torch.no_grad():
-            getattr(model, head).weight.normal_(0.0, std, generator=generator)
-            getattr(model, head).bias.zero_()
-    return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning
 
 
 # ---------------------------------------------------------------------------- data

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 from tokenizers import Tokenizer
 
+from bert_pipeline import tracking
 from bert_pipeline.data.shards import ExampleShards, load_example_shards
 from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
 from bert_pipeline.model.checkpoint import load_pretrained, save_pretrained
@@ -84,14 +85,9 @@ def write_outputs(result: TrainingResult, tokenizer: Tokenizer, output: Path) ->
     tmp.replace(output / METRICS_FILE)
 
 
-def log_params(run_id: str, cfg: TrainingConfig) -> None:
+def flat_params(cfg: TrainingConfig) -> dict[str, Any]:
     """The typed parameters, flattened as kedro-mlflow flattens them (`optimizer.lr`)."""
-    import mlflow
-    import pandas as pd
-
-    flat = pd.json_normalize(dataclasses.asdict(cfg), sep=".").iloc[0].to_dict()
-    params = [mlflow.entities.Param(k, str(v)) for k, v in sorted(flat.items())]
-    mlflow.MlflowClient().log_batch(run_id, params=params)
+    return pd.json_normalize(dataclasses.asdict(cfg), sep=".").iloc[0].to_dict()
 
 
 def _global_rank() -> int:
@@ -131,14 +127,8 @@ def main(argv: list[str] | None = None) -> int:
 
     run_id, owns_run = args.mlflow_run_id, False
     if not run_id and args.mlflow_experiment and _global_rank() == 0:
-        import mlflow
-
-        if args.mlflow_tracking_uri:
-            mlflow.set_tracking_uri(args.mlflow_tracking_uri)
-        experiment = mlflow.set_experiment(args.mlflow_experiment)
-        run = mlflow.MlflowClient().create_run(experiment.experiment_id)
-        run_id, owns_run = run.info.run_id, True
-        log_params(run_id, cfg)
+        uri, params = args.mlflow_tracking_uri, flat_params(cfg)
+        run_id, owns_run = tracking.open_run(args.mlflow_experiment, uri, params), True
 
     status = "FAILED"
     try:
@@ -154,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         status = "FINISHED"
     finally:
         if owns_run:
-            import mlflow
-
-            mlflow.MlflowClient().set_terminated(run_id, status)
+            tracking.close_run(run_id, status)
     return 0
 
 

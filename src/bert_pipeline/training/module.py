@@ -9,8 +9,8 @@ import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
-from bert_pipeline.data.collator import IGNORE_INDEX
 from bert_pipeline.model import BertConfig, BertForPreTraining
+from bert_pipeline.model.bert import IGNORE_INDEX
 from bert_pipeline.training.config import OptimizerParams
 from bert_pipeline.training.core import configure_adamw
 

@@ -1,7 +1,10 @@
 """One pretraining run with Lightning: data module, model, loggers, checkpoints, export.
 
-`run_training` is what every rank executes, whether called in-process by the Kedro node (one
-device) or by the distributed entry point `bert_pipeline.training.launch` (torchrun / SLURM).
+`run_training` reads as the run's steps: the examples table, the model config, the data module,
+the LightningModule (`training/module.py`: the forward, the losses and the metrics of a step),
+the Trainer, `fit` (lock, resume or archive), the final metrics and the export. Every rank
+runs it, whether called in-process by the Kedro node (one device) or by the distributed entry
+point `bert_pipeline.training.launch` (torchrun / SLURM).
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from tokenizers import Tokenizer
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
-from bert_pipeline.model.checkpoint import load_pretrained
+from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
-from bert_pipeline.training.callbacks import HistoryLogger, PipelineMLFlowLogger, TokenThroughput
+from bert_pipeline.training.callbacks import HistoryLogger, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
@@ -138,10 +141,8 @@ def resolve_resume(cfg: TrainingConfig) -> str | None:
     try:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch raises many types for a damaged file
-        reason = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
-        raise TrainingConfigError(
-            f"parameter pretrain_model.resume: {path} is not a readable checkpoint ({reason})"
-        ) from None
+        message = unreadable(path, exc, "checkpoint")
+        raise TrainingConfigError(f"parameter pretrain_model.resume: {message}") from None
     return str(path)
 
 
@@ -168,24 +169,17 @@ def parameters_digest(model: torch.nn.Module) -> str:
     return digest.hexdigest()
 
 
-def run_training(
-    examples: pd.DataFrame | pa.Table | ExampleShards,
-    tokenizer: Tokenizer,
-    cfg: TrainingConfig,
-    *,
-    mlflow_run_id: str | None = None,
-    mlflow_tracking_uri: str | None = None,
-    extra_callbacks: list[pl.Callback] | None = None,
-) -> TrainingResult:
-    """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
-    pl.seed_everything(cfg.seed, workers=True)
+def example_table(examples: pd.DataFrame | pa.Table | ExampleShards) -> ExampleTable:
     if isinstance(examples, ExampleShards):
-        table = ExampleTable(examples.table(), release_pages=examples.release_pages)
-    else:
-        table = ExampleTable(examples)
+        return ExampleTable(examples.table(), release_pages=examples.release_pages)
+    return ExampleTable(examples)
+
+
+def build_datamodule(
+    table: ExampleTable, tokenizer: Tokenizer, cfg: TrainingConfig
+) -> PretrainingDataModule:
     ids = special_token_ids(tokenizer)
-    model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))
-    datamodule = PretrainingDataModule(
+    return PretrainingDataModule(
         table,
         pad_token_id=ids[PAD],
         mask_token_id=ids[MASK],
@@ -201,6 +195,10 @@ def run_training(
         pad_to_multiple_of=cfg.pad_to_multiple_of,
         num_workers=cfg.num_workers,
     )
+
+
+def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretrainingModule:
+    """The LightningModule: the training dropout, `init_from` weights, compiled if asked."""
     train_config = model_config
     if cfg.dropout is not None:
         train_config = dataclasses.replace(
@@ -213,36 +211,29 @@ def run_training(
         max_steps=cfg.schedule.max_steps,
         next_sentence=cfg.next_sentence,
     )
-
     if cfg.model.init_from:
         init_weights(module.model, cfg.model.init_from)
     if cfg.compile:  # in place: parameter names, checkpoints and the export are unchanged
         module.model.compile()
+    return module
 
-    history = HistoryLogger()
-    loggers: list[Any] = [
-        history,
-        *mlflow_logger(mlflow_run_id, mlflow_tracking_uri),
-    ]
-    throughput = TokenThroughput(cfg.log_every_n_steps)
-    callbacks: list[pl.Callback] = [
-        ModelCheckpoint(
-            dirpath=cfg.checkpoint_dir,
-            filename="step-{step}",
-            every_n_train_steps=cfg.checkpoint_every_n_steps,
-            save_top_k=1,
-            save_last="link",
-            auto_insert_metric_name=False,
-        ),
-        throughput,
-        LearningRateMonitor(logging_interval="step"),
-    ]
-    callbacks.extend(extra_callbacks or [])
 
-    trainer = build_trainer(
+def build_pretraining_trainer(
+    cfg: TrainingConfig, loggers: list[Any], callbacks: list[pl.Callback]
+) -> pl.Trainer:
+    """The shared Trainer with the step-based loop and periodic checkpoints of `cfg`."""
+    checkpoints = ModelCheckpoint(
+        dirpath=cfg.checkpoint_dir,
+        filename="step-{step}",
+        every_n_train_steps=cfg.checkpoint_every_n_steps,
+        save_top_k=1,
+        save_last="link",
+        auto_insert_metric_name=False,
+    )
+    return build_trainer(
         cfg,
         loggers=loggers,
-        callbacks=callbacks,
+        callbacks=[checkpoints, *callbacks],
         refresh_rate=max(1, cfg.log_every_n_steps // 2),
         max_steps=cfg.schedule.max_steps,
         max_epochs=-1,
@@ -253,6 +244,15 @@ def run_training(
         use_distributed_sampler=False,  # the batch sampler shards by rank itself (and resumes)
         default_root_dir=cfg.checkpoint_dir,
     )
+
+
+def fit(
+    trainer: pl.Trainer,
+    module: BertPretrainingModule,
+    datamodule: PretrainingDataModule,
+    cfg: TrainingConfig,
+) -> None:
+    """Trains under the checkpoint folder's lock, resuming or archiving the earlier run's files."""
     with contextlib.ExitStack() as stack:
         if trainer.is_global_zero:  # the rank that writes checkpoints owns the folder
             stack.enter_context(RunLock(cfg.checkpoint_dir, "checkpoint_dir"))
@@ -260,10 +260,20 @@ def run_training(
         if ckpt_path is None and trainer.is_global_zero:
             archive_checkpoints(cfg.checkpoint_dir)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+
+
+def final_metrics(
+    trainer: pl.Trainer,
+    module: BertPretrainingModule,
+    datamodule: PretrainingDataModule,
+    cfg: TrainingConfig,
+    throughput: TokenThroughput,
+) -> dict[str, Any]:
+    """Validation metrics of the final weights (validated again if the last step was not),
+    the run's facts and, under DDP, every replica's parameter digest."""
     final = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     if not final or trainer.global_step % cfg.val_every_n_steps:  # last step not validated yet
         final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
-
     metrics: dict[str, Any] = {k: float(v) for k, v in final.items() if k.startswith("val/")}
     metrics["global_step"] = int(trainer.global_step)
     metrics["world_size"] = int(trainer.world_size)
@@ -273,24 +283,60 @@ def run_training(
     if throughput.total_seconds:
         metrics["train/mean_tokens_per_sec"] = throughput.mean_tokens_per_sec
     if isinstance(trainer.strategy, DDPStrategy):  # replicas must be identical after training
-        digests: list[Any] = [None] * trainer.world_size
-        local = parameters_digest(module.model)
-        if trainer.world_size > 1:
-            torch.distributed.all_gather_object(digests, local)
-        else:
-            digests = [local]
-        metrics["rank_parameter_digests"] = digests
+        metrics["rank_parameter_digests"] = replica_digests(trainer, module.model)
+    return metrics
 
-    # Full (unsharded) weights; a collective for FSDP, so every rank takes part.
+
+def replica_digests(trainer: pl.Trainer, model: torch.nn.Module) -> list[str]:
+    """Every rank's `parameters_digest`, gathered (a collective: every rank calls it)."""
+    local = parameters_digest(model)
+    if trainer.world_size == 1:
+        return [local]
+    digests: list[Any] = [None] * trainer.world_size
+    torch.distributed.all_gather_object(digests, local)
+    return digests
+
+
+def export_model(trainer: pl.Trainer, model_config: BertConfig) -> BertForPreTraining | None:
+    """The trained model in eval mode on global rank 0, None elsewhere. Full (unsharded)
+    weights are a collective for FSDP, so every rank takes part."""
     state = trainer.strategy.lightning_module_state_dict()
     if not trainer.is_global_zero:
-        return TrainingResult(None, None, metrics, is_global_zero=False)
+        return None
     model = BertForPreTraining(model_config)
     prefix = "model."
     model.load_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
-    model.eval()
-    for logger_ in loggers:
-        if isinstance(logger_, PipelineMLFlowLogger) and "train/mean_tokens_per_sec" in metrics:
+    return model.eval()
+
+
+def run_training(
+    examples: pd.DataFrame | pa.Table | ExampleShards,
+    tokenizer: Tokenizer,
+    cfg: TrainingConfig,
+    *,
+    mlflow_run_id: str | None = None,
+    mlflow_tracking_uri: str | None = None,
+    extra_callbacks: list[pl.Callback] | None = None,
+) -> TrainingResult:
+    """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
+    pl.seed_everything(cfg.seed, workers=True)
+    table = example_table(examples)
+    model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))
+    datamodule = build_datamodule(table, tokenizer, cfg)
+    module = build_module(cfg, model_config)
+
+    history, mlflow = HistoryLogger(), mlflow_logger(mlflow_run_id, mlflow_tracking_uri)
+    throughput = TokenThroughput(cfg.log_every_n_steps)
+    callbacks = [throughput, LearningRateMonitor(logging_interval="step"), *(extra_callbacks or [])]
+    trainer = build_pretraining_trainer(cfg, [history, *mlflow], callbacks)
+    fit(trainer, module, datamodule, cfg)
+
+    metrics = final_metrics(trainer, module, datamodule, cfg, throughput)
+    model = export_model(trainer, model_config)
+    if model is None:
+        return TrainingResult(None, None, metrics, is_global_zero=False)
+    if "train/mean_tokens_per_sec" in metrics:
+        for logger_ in mlflow:
             logger_.log_metrics(
                 {"train/mean_tokens_per_sec": metrics["train/mean_tokens_per_sec"]},
                 step=trainer.global_step,

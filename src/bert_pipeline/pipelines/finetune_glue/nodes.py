@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import logging
-import tempfile
-from pathlib import Path
 from typing import Any
 
-import mlflow
 import pandas as pd
 
 from bert_pipeline.glue.finetune import FinetuneResult, GlueConfig, finetune_task, glue_params
@@ -19,9 +16,8 @@ from bert_pipeline.glue.report import (
 )
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
-from bert_pipeline.serving import log_checkpoint_model
-from bert_pipeline.training.core import child_run, log_config, log_frame_input
-from bert_pipeline.training.finetune import checkpoint_source
+from bert_pipeline.model.checkpoint import checkpoint_source
+from bert_pipeline.tracking import TaskRun, task_run
 
 logger = logging.getLogger(__name__)
 
@@ -70,29 +66,27 @@ def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConf
     return glue_params(params).task_configs(tasks)
 
 
-def _log_task_run(result: FinetuneResult, record: dict) -> None:
+def _log_task_run(run: TaskRun, result: FinetuneResult, record: dict) -> None:
     """Best dev metrics, chosen lr/seed/epoch, dev record and predictions (the model: below)."""
     best = result.best
-    mlflow.log_metrics(
-        {
+    run.log_results(
+        metrics={
             f"best_{split}_{name}": value
             for split, values in result.dev_metrics.items()
             for name, value in values.items()
         }
-        | {"best_score": best["best_score"]}
-    )
-    mlflow.log_params(
-        {
+        | {"best_score": best["best_score"]},
+        params={
             "best_learning_rate": best["learning_rate"],
             "best_seed": best["seed"],
             "best_epoch": best["best_epoch"],
-        }
+        },
+        files={
+            "dev_metrics.json": record,
+            "predictions/dev_predictions.csv": result.dev_predictions,
+            "predictions/test_predictions.csv": result.test_predictions,
+        },
     )
-    mlflow.log_dict(record, "dev_metrics.json")
-    with tempfile.TemporaryDirectory() as tmp:
-        result.dev_predictions.to_csv(Path(tmp) / "dev_predictions.csv", index=False)
-        result.test_predictions.to_csv(Path(tmp) / "test_predictions.csv", index=False)
-        mlflow.log_artifacts(tmp, "predictions")
 
 
 def _registered_name(params: dict[str, Any], task: str) -> str | None:
@@ -117,12 +111,21 @@ def finetune_glue_task(
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
     source = checkpoint_source(pretrained, "glue_pretrained_model", "glue_model_dir")
-    with child_run(f"glue_{task.name}", tags={"glue_task": task.name}) as run_id:
-        log_frame_input(train, f"glue_{task.name}_train", "training")
-        log_frame_input(dev, f"glue_{task.name}_dev", "evaluation")
-        log_config(config, task=task.name, train_examples=len(train), dev_examples=len(dev))
+    inputs = {
+        f"glue_{task.name}_train": (train, "training"),
+        f"glue_{task.name}_dev": (dev, "evaluation"),
+    }
+    with task_run(
+        f"glue_{task.name}",
+        {"glue_task": task.name},
+        config,
+        inputs,
+        task=task.name,
+        train_examples=len(train),
+        dev_examples=len(dev),
+    ) as run:
         result = finetune_task(
-            task, train, dev, test, pretrained, config, source=source, mlflow_run_id=run_id
+            task, train, dev, test, pretrained, config, source=source, mlflow_run_id=run.run_id
         )
         record = {
             "task": task.name,
@@ -132,20 +135,21 @@ def finetune_glue_task(
             "train_examples": len(train),
             "dev_examples": len(dev),
             "trials": result.trials,
-            "mlflow_run_id": run_id,
+            "mlflow_run_id": run.run_id,
         }
         name = _registered_name(params, task.name)
         result.checkpoint["model_card"] = glue_card(
             result.checkpoint["config"], task.name, record, source, registered_name=name
         )
-        if run_id is not None:
-            record["mlflow_model"] = log_checkpoint_model(
-                result.checkpoint,
-                dev[["text_a", "text_b"]].head(2),
-                registered_name=name,
-                max_seq_length=config.max_seq_length,
-            )
-            _log_task_run(result, record)
+        logged = run.log_model(
+            result.checkpoint,
+            dev[["text_a", "text_b"]].head(2),
+            registered_name=name,
+            max_seq_length=config.max_seq_length,
+        )
+        if logged is not None:
+            record["mlflow_model"] = logged
+        _log_task_run(run, result, record)
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import mlflow
 import pandas as pd
 
+from bert_pipeline.model.checkpoint import checkpoint_source
 from bert_pipeline.ner.finetune import (
-    NerConfig,
     NerResult,
     feature_cache,
     finetune_ner,
@@ -17,8 +16,7 @@ from bert_pipeline.ner.finetune import (
     ner_params,
     train_feature_tagger,
 )
-from bert_pipeline.training.core import child_run, log_config, log_frame_input
-from bert_pipeline.training.finetune import checkpoint_source
+from bert_pipeline.tracking import TaskRun, task_run
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +41,16 @@ def _source(checkpoint: dict) -> str:
     return checkpoint_source(checkpoint, "ner_pretrained_model", "ner_model_dir")
 
 
-def _log_inputs(config: NerConfig, tables: tuple) -> None:
-    """The tagger's child run: its data as dataset inputs and its hyperparameters."""
-    for table, split in zip(tables, ("train", "dev", "test"), strict=True):
-        log_frame_input(table, f"conll_{split}", "training" if split == "train" else split)
-    log_config(config)
+def _inputs(tables: tuple) -> dict:
+    """The tagger's data as its child run's dataset inputs."""
+    splits = ("train", "dev", "test")
+    return {
+        f"conll_{split}": (table, "training" if split == "train" else split)
+        for table, split in zip(tables, splits, strict=True)
+    }
 
 
-def _report(result: NerResult, run_id: str | None) -> None:
+def _report(result: NerResult, run: TaskRun) -> None:
     record = result.record
     logger.info(
         "NER best %s: dev F1 %.4f, test F1 %.4f",
@@ -58,14 +58,12 @@ def _report(result: NerResult, run_id: str | None) -> None:
         record["dev_metrics"]["f1"],
         record["test_metrics"]["f1"],
     )
-    if run_id is None:
-        return
-    mlflow.log_metrics(
-        {f"best_dev_{k}": v for k, v in record["dev_metrics"].items()}
-        | {f"test_{k}": v for k, v in record["test_metrics"].items()}
+    run.log_results(
+        metrics={f"best_dev_{k}": v for k, v in record["dev_metrics"].items()}
+        | {f"test_{k}": v for k, v in record["test_metrics"].items()},
+        params={f"best_{k}": v for k, v in record["best"].items()},
+        files={"ner_metrics.json": record},
     )
-    mlflow.log_params({f"best_{k}": v for k, v in record["best"].items()})
-    mlflow.log_dict(record, "ner_metrics.json")
 
 
 def _outputs(result: NerResult, dev: pd.DataFrame, test: pd.DataFrame) -> tuple:
@@ -87,13 +85,19 @@ def finetune_ner_model(
 ) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
     """Fine-tunes BERT for NER: the best model, its record and the dev/test predictions."""
     config = ner_config(params, "finetune")
-    with child_run("ner_finetune", tags={"ner_mode": "finetune"}) as run_id:
-        _log_inputs(config, (train, dev, test))
+    tags = {"ner_mode": "finetune"}
+    with task_run("ner_finetune", tags, config, _inputs((train, dev, test))) as run:
         result = finetune_ner(
-            train, dev, test, pretrained, config, source=_source(pretrained), mlflow_run_id=run_id
+            train,
+            dev,
+            test,
+            pretrained,
+            config,
+            source=_source(pretrained),
+            mlflow_run_id=run.run_id,
         )
-        result.record["mlflow_run_id"] = run_id
-        _report(result, run_id)
+        result.record["mlflow_run_id"] = run.run_id
+        _report(result, run)
     return _outputs(result, dev, test)
 
 
@@ -119,10 +123,10 @@ def train_ner_feature_tagger(
 ) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
     """Trains the BiLSTM tagger on the cached features, over the configured layer choices."""
     config = ner_config(params, "feature_based")
-    with child_run("ner_feature_based", tags={"ner_mode": "feature_based"}) as run_id:
-        _log_inputs(config, (train, dev, test))
-        result = train_feature_tagger(train, dev, test, cache, config, mlflow_run_id=run_id)
-        result.record["mlflow_run_id"] = run_id
+    tags = {"ner_mode": "feature_based"}
+    with task_run("ner_feature_based", tags, config, _inputs((train, dev, test))) as run:
+        result = train_feature_tagger(train, dev, test, cache, config, mlflow_run_id=run.run_id)
+        result.record["mlflow_run_id"] = run.run_id
         result.record["encoder"] = cache["config"]["encoder"]
-        _report(result, run_id)
+        _report(result, run)
     return _outputs(result, dev, test)

@@ -6,13 +6,12 @@ import logging
 import sys
 from typing import Any
 
-import mlflow
 import pandas as pd
 
+from bert_pipeline.model.checkpoint import checkpoint_source
 from bert_pipeline.squad.data import official_predictions, squad_version
 from bert_pipeline.squad.finetune import finetune_squad, squad_params
-from bert_pipeline.training.core import child_run, log_config, log_frame_input
-from bert_pipeline.training.finetune import checkpoint_source
+from bert_pipeline.tracking import task_run
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +43,13 @@ def finetune_squad_model(
     and the null odds (v2.0: no-answer score minus best span score per question)."""
     config = squad_params(params).training
     source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")
-    with child_run("squad", tags={"squad_version": squad_version(train, dev)}) as run_id:
-        log_frame_input(train, "squad_train", "training")
-        log_frame_input(dev, "squad_dev", "evaluation")
-        log_config(config)
-        result = finetune_squad(train, dev, pretrained, config, source=source, mlflow_run_id=run_id)
-        record = {**result.record, "mlflow_run_id": run_id}
+    tags = {"squad_version": squad_version(train, dev)}
+    inputs = {"squad_train": (train, "training"), "squad_dev": (dev, "evaluation")}
+    with task_run("squad", tags, config, inputs) as run:
+        result = finetune_squad(
+            train, dev, pretrained, config, source=source, mlflow_run_id=run.run_id
+        )
+        record = {**result.record, "mlflow_run_id": run.run_id}
         metrics = record["dev_metrics"]
         logger.info(
             "SQuAD %s best %s: dev EM %.2f, F1 %.2f",
@@ -58,11 +58,11 @@ def finetune_squad_model(
             metrics["exact_match"],
             metrics["f1"],
         )
-        if run_id is not None:
-            mlflow.log_metrics({f"best_dev_{k}": v for k, v in metrics.items()})
-            mlflow.log_params({f"best_{k}": v for k, v in record["best"].items()})
-            mlflow.log_dict(record, "squad_metrics.json")
-            mlflow.log_dict(result.predictions, "predictions.json")
+        run.log_results(
+            metrics={f"best_dev_{k}": v for k, v in metrics.items()},
+            params={f"best_{k}": v for k, v in record["best"].items()},
+            files={"squad_metrics.json": record, "predictions.json": result.predictions},
+        )
     # No valid span at all: never answer; the largest float keeps the file strict JSON.
     null_odds = {k: min(float(v), sys.float_info.max) for k, v in result.null_odds.items()}
     return result.checkpoint, record, official_predictions(result.predictions), null_odds

@@ -19,9 +19,8 @@ from tokenizers import Tokenizer  # noqa: E402
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
 from bert_pipeline.model.card import pretrained_card  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
-from bert_pipeline.serving import log_checkpoint_model  # noqa: E402
+from bert_pipeline.tracking import active_run, log_model, log_table_input  # noqa: E402
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
-from bert_pipeline.training.core import active_run, log_table_input  # noqa: E402
 from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
 from bert_pipeline.training.trainer import run_training  # noqa: E402
 
@@ -109,7 +108,7 @@ def log_pretrained_model(
     if active_run()[0] is None:
         logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
         return {"model_uri": None}
-    return log_checkpoint_model(
+    return log_model(
         checkpoint | {"model_card": card},
         pd.DataFrame({"text_a": list(params["input_example"])}),
         registered_name=params.get("registered_model_name"),

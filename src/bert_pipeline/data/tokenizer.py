@@ -6,6 +6,7 @@ continuations, `[CLS] A [SEP] B [SEP]` post-processor) so an HF vocab.txt works 
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,6 +22,16 @@ PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]
 TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+# transformers' names for the five special tokens (its BertTokenizer's arguments)
+SPECIAL_TOKEN_ROLES = {
+    "unk_token": UNK,
+    "sep_token": SEP,
+    "pad_token": PAD,
+    "cls_token": CLS,
+    "mask_token": MASK,
+}
 
 
 @dataclass
@@ -183,6 +194,37 @@ def tokenizer_files(tok: Tokenizer) -> dict[str, bytes]:
         TOKENIZER_FILE: tok.to_str().encode("utf-8"),
         VOCAB_FILE: ("\n".join(vocab_lines(tok)) + "\n").encode("utf-8"),
     }
+
+
+def lowercases(tok: Tokenizer) -> bool:
+    """Whether the tokenizer's normalizer lowercases (a BertNormalizer flag or a Lowercase step)."""
+    normalizer = json.loads(tok.to_str()).get("normalizer") or {}
+    steps = normalizer.get("normalizers", [normalizer]) if normalizer else []
+    return any(
+        step.get("type") == "Lowercase"
+        or (step.get("type") == "BertNormalizer" and step.get("lowercase"))
+        for step in steps
+    )
+
+
+def transformers_files(tok: Tokenizer, model_max_length: int) -> dict[str, bytes]:
+    """tokenizer_config.json and special_tokens_map.json for transformers' AutoTokenizer: its
+    BertTokenizer rebuilds the normalizer from `do_lower_case` (not from tokenizer.json) and
+    truncates at `model_max_length` (else at 1e30 tokens)."""
+    config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": lowercases(tok),
+        "model_max_length": int(model_max_length),
+        **SPECIAL_TOKEN_ROLES,
+    }
+    return {
+        TOKENIZER_CONFIG_FILE: _json_bytes(config),
+        SPECIAL_TOKENS_MAP_FILE: _json_bytes(SPECIAL_TOKEN_ROLES),
+    }
+
+
+def _json_bytes(value: Mapping) -> bytes:
+    return (json.dumps(value, indent=2) + "\n").encode("utf-8")
 
 
 def tokenizer_from_files(

@@ -218,8 +218,8 @@ def finetune_task(
     )
     out = model_to_checkpoint(
         grid.module.model,
-        checkpoint.get("tokenizer_files"),
-        labels=None if task.is_regression else task.labels,
+        tokenizer,
+        labels=task.label_names,
         finetuning_task=task.name,
     )
     return FinetuneResult(

@@ -39,7 +39,8 @@ class GlueTask:
 
     `labels` are the label strings as written in glue_data TSV files and in leaderboard
     submissions, in class-id order (the order the Hugging Face `nyu-mll/glue` ClassLabels use);
-    None for the regression task (STS-B, scores in [0, 5]).
+    None for the regression task (STS-B, scores in [0, 5]). `class_names` are the hub's
+    ClassLabel names where the files write bare ids ("0"/"1"): what an export calls its classes.
     """
 
     name: str
@@ -53,10 +54,16 @@ class GlueTask:
     test_splits: tuple[str, ...] = ("test",)
     submission_files: dict[str, str] = field(default_factory=dict)
     hf_splits: dict[str, str] = field(default_factory=dict)
+    class_names: tuple[str, ...] | None = None
 
     @property
     def is_regression(self) -> bool:
         return self.labels is None
+
+    @property
+    def label_names(self) -> tuple[str, ...] | None:
+        """The names of the classes in id order (an export's id2label); None for regression."""
+        return self.class_names or self.labels
 
     @property
     def is_pair(self) -> bool:
@@ -105,6 +112,7 @@ TASKS: dict[str, GlueTask] = {
             # train/dev: source, label, original judgement mark, sentence; no header
             _single(3, 1, header=False, ncols=4),
             submission_files={"test": "CoLA"},
+            class_names=("unacceptable", "acceptable"),
         ),
         GlueTask(
             "sst2",
@@ -115,6 +123,7 @@ TASKS: dict[str, GlueTask] = {
             ("accuracy",),
             _single("sentence", "label"),
             submission_files={"test": "SST-2"},
+            class_names=("negative", "positive"),
         ),
         GlueTask(
             "mrpc",
@@ -126,6 +135,7 @@ TASKS: dict[str, GlueTask] = {
             # the header starts with a UTF-8 BOM ("\ufeffQuality"); read with utf-8-sig
             _pair("#1 String", "#2 String", "Quality", index=None),
             submission_files={"test": "MRPC"},
+            class_names=("not_equivalent", "equivalent"),
         ),
         GlueTask(
             "qqp",
@@ -136,6 +146,7 @@ TASKS: dict[str, GlueTask] = {
             ("f1", "accuracy"),
             _pair("question1", "question2", "is_duplicate", index="id", test_index="id"),
             submission_files={"test": "QQP"},
+            class_names=("not_duplicate", "duplicate"),
         ),
         GlueTask(
             "stsb",
@@ -206,6 +217,7 @@ TASKS: dict[str, GlueTask] = {
             ("accuracy",),
             _pair("sentence1", "sentence2", "label"),
             submission_files={"test": "WNLI"},
+            class_names=("not_entailment", "entailment"),
         ),
     ]
 }

@@ -6,8 +6,48 @@ which settings, how well it did, what it is for, and how to load it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+# The project declares no license: "other" is the hub's value for terms it does not list.
+LICENSE = "other"
+# Our metric names -> the hub's metric ids (https://hf.co/metrics).
+HUB_METRICS = {
+    "matthews_corr": "matthews_correlation",
+    "pearson": "pearsonr",
+    "spearman": "spearmanr",
+}
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
+
+
+def front_matter(
+    pipeline_tag: str,
+    metrics: Sequence[str],
+    *,
+    datasets: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    base_model: str | None = None,
+    transformers: bool = True,
+) -> list[str]:
+    """The YAML header the Hugging Face hub reads (license, language, task, data, metrics).
+
+    `base_model` is kept only when it names a hub model (`owner/name`), not a local folder;
+    `transformers` False leaves out `library_name` (a model transformers would misread).
+    """
+    meta: dict[str, Any] = {"license": LICENSE, "language": ["en"]}
+    if transformers:
+        meta["library_name"] = "transformers"
+    meta |= {"pipeline_tag": pipeline_tag, "tags": ["bert", "bert_pipeline", *tags]}
+    if datasets:
+        meta["datasets"] = list(datasets)
+    meta["metrics"] = sorted({HUB_METRICS.get(m, m) for m in metrics})
+    if base_model and _HUB_ID.fullmatch(base_model) and not Path(base_model).exists():
+        meta["base_model"] = base_model
+    return ["---", yaml.safe_dump(meta, sort_keys=False).rstrip(), "---", ""]
 
 
 def _architecture(config: Mapping[str, Any]) -> str:
@@ -51,6 +91,7 @@ def pretrained_card(
     schedule, optimizer = params.get("schedule") or {}, params.get("optimizer") or {}
     nsp = metrics.get("val/nsp_accuracy")
     lines = [
+        *front_matter("fill-mask", ["accuracy"]),
         "# BERT pretrained with bert_pipeline",
         "",
         f"A BERT encoder with masked-LM and next-sentence heads ({_architecture(config)}), "
@@ -118,7 +159,16 @@ def glue_card(
     labels = list((config.get("id2label") or {}).values())
     labels = labels if len(labels) > 1 else []  # one output: a regression (STS-B)
     cls = config.get("classifier_pooling", "cls") == "cls"
+    hub_metrics = [name for values in record["dev_metrics"].values() for name in values]
     lines = [
+        *front_matter(
+            "text-classification",
+            hub_metrics,
+            datasets=["nyu-mll/glue"],
+            tags=["glue", task],
+            base_model=source,
+            transformers=cls,
+        ),
         f"# BERT fine-tuned on GLUE {task} with bert_pipeline",
         "",
         f"A sequence classifier ({_architecture(config)}) fine-tuned from {source} by "

@@ -33,7 +33,15 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from torch import nn
 
-from bert_pipeline.data.tokenizer import tokenizer_files, tokenizer_from_files
+from bert_pipeline.data.tokenizer import (
+    SPECIAL_TOKENS_MAP_FILE,
+    TOKENIZER_CONFIG_FILE,
+    TOKENIZER_FILE,
+    VOCAB_FILE,
+    tokenizer_files,
+    tokenizer_from_files,
+    transformers_files,
+)
 from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import (
     BertForPreTraining,
@@ -52,12 +60,7 @@ CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 MODEL_CARD_FILE = "README.md"
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "vocab.txt",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-)
+TOKENIZER_FILES = (TOKENIZER_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, SPECIAL_TOKENS_MAP_FILE)
 # Tied copies of other tensors: not written (safetensors refuses shared storage), re-tied on load.
 TIED_KEYS = {
     "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -209,6 +212,9 @@ def model_to_checkpoint(
 
     Tied copies are dropped and tensors moved to CPU; a classifier gets `id2label`/`label2id`
     from `labels` (HF's LABEL_i names without), and `finetuning_task` is recorded as HF does.
+    With a tokenizer.json (whose normalizer says whether it lowercases), transformers'
+    tokenizer_config.json and special_tokens_map.json are written too, fresh: a vocab.txt alone
+    cannot tell its lowercasing, so it travels as given.
     """
     config = model.config.to_dict()
     config["architectures"] = [_architecture(model)]
@@ -224,6 +230,9 @@ def model_to_checkpoint(
         k: v.detach().cpu().clone() for k, v in model.state_dict().items() if k not in TIED_KEYS
     }
     files = tokenizer_files_from(tokenizer) if tokenizer is not None else {}
+    if TOKENIZER_FILE in files:
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else tokenizer_from_files(files)
+        files |= transformers_files(tok, config["max_position_embeddings"])
     return {"config": config, "state_dict": state_dict, "tokenizer_files": files}
 
 

@@ -204,7 +204,7 @@ def finetune_ner(
     grid = run_grid("ner", config, build, mlflow_run_id=mlflow_run_id)
     out = model_to_checkpoint(
         grid.module.model,
-        checkpoint.get("tokenizer_files"),
+        tokenizer,
         labels=config.labels,
         finetuning_task="ner",
     )

@@ -184,7 +184,5 @@ def finetune_squad(
         "dev_questions": len(dev),
         "windows": {"train": len(train_windows), "dev": len(dev_windows)},
     }
-    out = model_to_checkpoint(
-        grid.module.model, checkpoint.get("tokenizer_files"), finetuning_task="squad"
-    )
+    out = model_to_checkpoint(grid.module.model, tokenizer, finetuning_task="squad")
     return SquadResult(out, record, kept["predictions"], kept["null_odds"])

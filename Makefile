@@ -18,6 +18,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[test,hf]"
 	touch $@
 
+# Linting needs only ruff, at the pinned version: no project install.
+$(VENV)/.installed-lint: $(BIN)/python constraints.txt
+	$(BIN)/pip install --quiet -c constraints.txt ruff
+	touch $@
+
 $(VENV)/.installed-notebook: $(VENV)/.installed
 	$(BIN)/pip install --quiet -c constraints.txt -e ".[notebook]"
 	touch $@
@@ -39,7 +44,7 @@ finetune: setup
 test: setup-test
 	$(BIN)/pytest
 
-lint: setup-test
+lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 

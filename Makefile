@@ -48,9 +48,11 @@ lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
-# Jupyter Lab on notebooks/ (tour.ipynb), with the project's catalog and MLflow store loaded.
+# Jupyter Lab on notebooks/ (tour.ipynb) with the project's kernel, Kedro (bert_pipeline), which
+# loads the project's catalog and MLflow store. Its kernels start in notebooks/, where Kedro would
+# not find conf/logging.yml: named here.
 notebook: $(VENV)/.installed-notebook
-	$(BIN)/kedro jupyter lab $(ARGS)
+	KEDRO_LOGGING_CONFIG=$(CURDIR)/conf/logging.yml $(BIN)/kedro jupyter lab $(ARGS)
 
 viz: setup
 	$(BIN)/kedro viz run

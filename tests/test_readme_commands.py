@@ -277,18 +277,48 @@ def test_squad_command_runs_on_the_bundled_sample(tmp_path, project_root):
     assert record["dev_questions"] == 120  # the bundled sample's dev set
 
 
-def test_kedro_viz_build_writes_the_site(tmp_path, project_root):
-    """In a copy of the project's layout, so build/ does not land in the checkout."""
-    shutil.copy(project_root / "pyproject.toml", tmp_path)
-    shutil.copytree(project_root / "conf", tmp_path / "conf")
-    (tmp_path / "src").mkdir()  # the package itself is installed (editable)
-    _kedro(["viz", "build"], tmp_path, _env(tmp_path), {})
-    assert (tmp_path / "build" / "index.html").is_file()
-    main = json.loads((tmp_path / "build" / "api" / "main").read_text())
+@pytest.fixture(scope="module")
+def viz_site(tmp_path_factory, project_root) -> Path:
+    """`kedro viz build` in a copy of the project's layout (build/ stays out of the checkout)."""
+    root = tmp_path_factory.mktemp("viz")
+    shutil.copy(project_root / "pyproject.toml", root)
+    shutil.copytree(project_root / "conf", root / "conf")
+    (root / "src").mkdir()  # the package itself is installed (editable)
+    _kedro(["viz", "build"], root, _env(root), {})
+    return root / "build"
+
+
+def test_kedro_viz_build_writes_the_site(viz_site):
+    assert (viz_site / "index.html").is_file()
+    main = json.loads((viz_site / "api" / "main").read_text())
     assert {"pretrain", "pretrain_data", "pretrain_model", "finetune_glue"} <= {
         p["id"] for p in main["pipelines"]
     }
     assert any(n["name"].endswith("train_bert") or "pretrain" in n["name"] for n in main["nodes"])
+
+
+KEDRO_LAYERS = ["raw", "intermediate", "primary", "feature", "model_input", "models"]
+KEDRO_LAYERS += ["model_output", "reporting"]
+
+
+def test_kedro_viz_shows_every_pipeline_in_kedro_layers(viz_site):
+    """kedro-viz sends no layers (and draws none) for a pipeline whose layers form a cycle."""
+    main = json.loads((viz_site / "api" / "main").read_text())
+    for pipeline in main["pipelines"]:
+        view = json.loads((viz_site / "api" / "pipelines" / pipeline["id"]).read_text())
+        used = {n["layer"] for n in view["nodes"] if n.get("layer")}
+        assert used <= set(KEDRO_LAYERS), (pipeline["id"], used)
+        shown = [layer for layer in view["layers"] if layer in used]
+        assert shown == sorted(used, key=KEDRO_LAYERS.index), (pipeline["id"], view["layers"])
+
+
+def test_kedro_viz_collapses_the_halves_of_pretrain(viz_site):
+    view = json.loads((viz_site / "api" / "pipelines" / "pretrain").read_text())
+    assert {"pretrain_data", "pretrain_model"} <= set(view["modular_pipelines"])
+    tasks = {n["name"]: n["modular_pipelines"] for n in view["nodes"] if n["type"] == "task"}
+    assert tasks["build_tokenizer"] == ["pretrain_data"]
+    assert tasks["pretrain_bert"] == ["pretrain_model"]
+    assert set(map(tuple, tasks.values())) == {("pretrain_data",), ("pretrain_model",)}
 
 
 def test_kedro_viz_run_serves_the_pipelines(tmp_path, project_root):
@@ -366,7 +396,10 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
 
 
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):
-    """notebooks/tour.ipynb (`make notebook`), executed headless on the tiny run plus GLUE."""
+    """notebooks/tour.ipynb as `make notebook` runs it: the project's kernel, started in
+    notebooks/ of the project, with the project's defaults (no MLFLOW_TRACKING_URI); the tiny
+    run plus GLUE are in the project's store (a copy of the project, as `make pretrain` and
+    `make finetune` leave it)."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     root, env, params = pretrained
@@ -378,15 +411,27 @@ def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, mo
         "finetune_glue.defaults.progress_bar": "false",
     }
     _kedro(["run", "--pipeline", "finetune_glue"], project_root, env, glue)
-    notebook = nbformat.read(project_root / "notebooks" / "tour.ipynb", as_version=4)
+    project = root / "project"
+    for folder in ("conf", "notebooks"):
+        shutil.copytree(project_root / folder, project / folder)
+    shutil.copy(project_root / "pyproject.toml", project)
+    (project / "src").mkdir()  # the package itself is installed (editable)
+    shutil.copy(root / "mlflow.db", project / "mlflow.db")  # artifacts stay where they were logged
+    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_ARTIFACT_LOCATION"):
+        monkeypatch.delenv(key, raising=False)  # the kernel inherits the environment
+    for key in ("KEDRO_DISABLE_TELEMETRY", "DO_NOT_TRACK"):
+        monkeypatch.setenv(key, env[key])
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(root / "jupyter"))  # where the kernel goes
+    monkeypatch.setenv("KEDRO_LOGGING_CONFIG", str(project / "conf" / "logging.yml"))  # Makefile
+    _kedro(["jupyter", "setup"], project, dict(os.environ), {})  # as `kedro jupyter lab` does
+    notebook = nbformat.read(project / "notebooks" / "tour.ipynb", as_version=4)
+    assert notebook.metadata.kernelspec.name == "kedro_bert_pipeline"  # as `kedro jupyter` names it
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert not any(c.outputs or c.execution_count for c in code), "commit notebooks without outputs"
     assert 'data_dir = "data"' in code[0].source
     code[0].source = code[0].source.replace('"data"', repr(str(params["data_dir"])))
-    for key in ("MLFLOW_TRACKING_URI", "MLFLOW_ARTIFACT_LOCATION"):
-        monkeypatch.setenv(key, env[key])  # the kernel inherits them
     client = nbclient.NotebookClient(
-        notebook, timeout=300, resources={"metadata": {"path": str(project_root / "notebooks")}}
+        notebook, timeout=300, resources={"metadata": {"path": str(project / "notebooks")}}
     )
     client.execute()
     texts = [
@@ -399,6 +444,9 @@ def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, mo
     assert "GLUE average" in everything and "score" in everything  # summary, a classification
     assert "WARNING" not in everything and "Traceback" not in everything
     assert any("image/png" in o.get("data", {}) for c in code for o in c.outputs)  # the plots
+    loss_curves = next(c for c in code if "get_metric_history" in c.source)
+    assert any("image/png" in o.get("data", {}) for o in loss_curves.outputs)
+    assert not (project / "notebooks" / "mlflow.db").exists()  # the project's store, not a new one
 
 
 def test_make_notebook_starts_jupyter_lab_with_the_kedro_kernel(tmp_path, project_root):

@@ -1,6 +1,9 @@
 """Kedro project settings."""
 
+from pathlib import Path
+
 from kedro.config import OmegaConfigLoader
+from kedro.utils import find_kedro_project
 from omegaconf.resolvers import oc
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
@@ -8,7 +11,12 @@ CONFIG_LOADER_ARGS = {
     "base_env": "base",
     "default_run_env": "local",
     # oc.env lets tests and CI point MLflow and data paths elsewhere without editing conf/.
-    "custom_resolvers": {"oc.env": oc.env},
+    # project_root: the project folder wherever a command or notebook kernel starts inside it,
+    # so conf/base/mlflow.yml names the same store from notebooks/ as from the root.
+    "custom_resolvers": {
+        "oc.env": oc.env,
+        "project_root": lambda: (find_kedro_project(Path.cwd()) or Path.cwd()).as_posix(),
+    },
     "config_patterns": {"mlflow": ["mlflow*", "mlflow*/**"]},
     # An environment (conf/budget) lists only the keys it changes: merged into base key by key.
     "merge_strategy": {"parameters": "soft", "catalog": "soft"},

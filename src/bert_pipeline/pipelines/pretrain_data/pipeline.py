@@ -1,6 +1,8 @@
 """The `pretrain_data` pipeline: raw corpus to sharded BERT pretraining examples.
 
-Nodes tagged `dask` run their work on the Dask cluster (`bert_pipeline.hooks`).
+Nodes tagged `dask` run their work on the Dask cluster (`bert_pipeline.hooks`). The nodes sit in
+the namespace `pretrain_data` (node names `pretrain_data.<node>`, dataset names unchanged), so
+kedro-viz collapses this half of `pretrain`.
 """
 
 from __future__ import annotations
@@ -61,5 +63,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="summarize_examples",
                 tags=TAGS,
             ),
-        ]
+        ],
+        namespace="pretrain_data",
+        prefix_datasets_with_namespace=False,
     )

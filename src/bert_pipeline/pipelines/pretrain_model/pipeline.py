@@ -1,4 +1,8 @@
-"""Pretraining: examples + tokenizer (from `pretrain_data`) -> exported BERT and reports."""
+"""Pretraining: examples + tokenizer (from `pretrain_data`) -> exported BERT and reports.
+
+The nodes sit in the namespace `pretrain_model` (node names `pretrain_model.<node>`, dataset names
+unchanged), so kedro-viz collapses this half of `pretrain`.
+"""
 
 from __future__ import annotations
 
@@ -54,5 +58,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 name="plot_loss_curve",
                 tags=["reporting"],
             ),
-        ]
+        ],
+        namespace="pretrain_model",
+        prefix_datasets_with_namespace=False,
     )

@@ -1,32 +1,14 @@
-"""What a command prints and how fast it starts (a whole run's console: test_readme_commands)."""
+"""The console's switches (a whole run's console: test_readme_commands; its start: test_layout)."""
 
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 
 from click.testing import CliRunner
 from kedro.framework.project import LOGGING
 
 from bert_pipeline import cli
 from bert_pipeline.hooks.console import apply_logging_config, duration
-
-
-def test_settings_import_no_heavy_library(project_root):
-    """Every `kedro` command, `kedro --help` included, reads the settings and the hooks they
-    register: torch, lightning, mlflow and dask load only when a run needs them (7-9 s)."""
-    script = (
-        "import sys\n"
-        "import bert_pipeline.settings, bert_pipeline.cli\n"
-        "heavy = ('torch', 'lightning', 'mlflow', 'kedro_mlflow', 'dask', 'pandas')\n"
-        "loaded = [m for m in heavy if m in sys.modules]\n"
-        "assert not loaded, loaded\n"
-    )
-    run = subprocess.run(
-        [sys.executable, "-c", script], cwd=project_root, capture_output=True, text=True
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
 
 
 def test_verbose_brings_back_kedros_dataset_and_node_lines(monkeypatch):

@@ -6,6 +6,12 @@ import subprocess
 import sys
 
 
+def _python(script: str, cwd) -> None:
+    """Runs `script` in a fresh interpreter (a clean sys.modules); fails with its error."""
+    run = subprocess.run([sys.executable, "-c", script], cwd=cwd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_ml_packages_import_without_kedro(project_root):
     script = (
         "import sys\n"
@@ -15,10 +21,21 @@ def test_ml_packages_import_without_kedro(project_root):
         "import bert_pipeline.training.trainer, bert_pipeline.training.launch\n"
         "import bert_pipeline.model.checkpoint\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", script], cwd=project_root, capture_output=True, text=True
+    _python(script, project_root)
+
+
+def test_settings_import_no_heavy_library(project_root):
+    """Every `kedro` command, `kedro --help` included, reads the settings, the hooks they
+    register and the project's cli.py: torch, lightning, mlflow and dask load only when a run
+    needs them (they made every command take 7-9 s to start)."""
+    script = (
+        "import sys\n"
+        "import bert_pipeline.settings, bert_pipeline.cli\n"
+        "heavy = ('torch', 'lightning', 'mlflow', 'kedro_mlflow', 'dask', 'pandas')\n"
+        "loaded = [m for m in heavy if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
     )
-    assert run.returncode == 0, run.stderr[-2000:]
+    _python(script, project_root)
 
 
 def test_no_parameter_interpolates_another_parameter(project_root):
@@ -51,7 +68,4 @@ def test_pipelines_do_not_depend_on_settings_or_hooks(project_root):
         "assert not built, built\n"
     )
     for script in (build, hooks):
-        run = subprocess.run(
-            [sys.executable, "-c", script], cwd=project_root, capture_output=True, text=True
-        )
-        assert run.returncode == 0, run.stderr[-2000:]
+        _python(script, project_root)

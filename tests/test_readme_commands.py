@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -87,6 +88,28 @@ def test_console_carries_no_third_party_noise(pretrained):
     for noise in ("Tip:", "litlogger", "Warning:", "Downloading artifacts", "INFO: "):
         assert noise not in output, noise
     assert output.count("Seed set to 42") == 1
+
+
+def test_console_is_a_line_per_node_start_and_finish_and_a_summary(pretrained):
+    """No dataset lines; each node's start and finish (with its time) once; the summary names
+    the headline metric, the output folder and the MLflow run; a few dozen lines in all."""
+    from bert_pipeline.pipeline_registry import register_pipelines
+
+    root = pretrained[0]
+    output = (root / "console.txt").read_text()
+    assert "Loading data from" not in output and "Saving data to" not in output
+    nodes = [n.name for n in register_pipelines()["pretrain"].nodes]
+    for name in nodes:
+        assert len(re.findall(rf"node \d+/{len(nodes)} {name} started\n", output)) == 1, name
+        assert len(re.findall(rf"node \d+/{len(nodes)} {name} done in [\d.]+ s\n", output)) == 1
+    summary = output[output.index("Pipeline execution completed in") :]
+    assert "Result: val/mlm_accuracy = " in summary
+    assert "Made (models): 06_models/bert_pretrained" in summary
+    assert f"Output folder: {root / 'data'}" in summary
+    assert re.search(r"MLflow run [0-9a-f]{32} in sqlite:///", summary)
+    assert "make mlflow-ui" in summary
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert len([line for line in lines if "% Completed |" not in line]) <= 60  # Dask's bars
 
 
 def test_resume_true_continues_the_run(pretrained, project_root):

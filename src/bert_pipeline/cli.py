@@ -1,7 +1,8 @@
-"""`kedro run` with a short failure report.
+"""`kedro run` with a short failure report and a `--verbose` switch.
 
 A failed run prints what is wrong and where in a few lines; the chained tracebacks go to
-logs/last_error.log, and to the console only with `--verbose`.
+logs/last_error.log, and to the console only with `--verbose`. `--verbose` also brings back
+Kedro's per-dataset and per-node lines that conf/logging.yml leaves out.
 Everything else is Kedro's own `run` command, options included.
 """
 
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import click
 from kedro.framework.cli.project import run as kedro_run
+from kedro.framework.project import LOGGING
 
 ERROR_LOG = Path("logs") / "last_error.log"
 MAX_LINES, MAX_WIDTH = 3, 200
+# at WARNING in conf/logging.yml: "Loading data from ...", "Running node: ...", "Completed node"
+KEDRO_DETAIL_LOGGERS = ("kedro.io.data_catalog", "kedro.pipeline.node", "kedro.runner")
 
 
 def short_reason(exc: BaseException) -> str:
@@ -25,6 +29,10 @@ def short_reason(exc: BaseException) -> str:
 
 
 def _run(verbose: bool, **kwargs):
+    if verbose:  # in the configuration, which the console hooks apply again
+        for name in KEDRO_DETAIL_LOGGERS:
+            LOGGING.data["loggers"][name] = {"level": "INFO"}
+        LOGGING.configure(LOGGING.data)
     try:
         return kedro_run.callback(**kwargs)
     except Exception as exc:
@@ -42,7 +50,11 @@ run = click.Command(
     callback=_run,
     params=[
         *kedro_run.params,
-        click.Option(["--verbose"], is_flag=True, help="Print the full traceback of a failure."),
+        click.Option(
+            ["--verbose"],
+            is_flag=True,
+            help="Print Kedro's per-dataset and per-node lines, and a failure's full traceback.",
+        ),
     ],
     help=kedro_run.help,
     short_help=kedro_run.short_help,

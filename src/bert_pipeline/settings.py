@@ -1,10 +1,20 @@
-"""Kedro project settings."""
+"""Kedro project settings.
+
+Nothing heavy is imported here: every `kedro` command, `kedro --help` included, reads this file,
+so torch, lightning and mlflow load only when a run needs them.
+"""
+
+import logging
+import os
 
 from pathlib import Path
 
 from kedro.config import OmegaConfigLoader
 from kedro.utils import find_kedro_project
 from omegaconf.resolvers import oc
+
+from bert_pipeline.hooks import ConsoleHooks, DaskClusterHooks, RunGuardHooks, TrackingHooks
+from bert_pipeline.log_filters import DropMessages
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
@@ -22,30 +32,18 @@ CONFIG_LOADER_ARGS = {
     "merge_strategy": {"parameters": "soft", "catalog": "soft"},
 }
 
-# mlflow, kedro-mlflow and lightning set their own log levels and handlers when imported: apply
-# conf/logging.yml again after them. MLflow's per-file download bars (logging a model) are noise.
-import os  # noqa: E402
+HOOKS = (RunGuardHooks(), TrackingHooks(), DaskClusterHooks(), ConsoleHooks())
 
+# MLflow would give its loggers their own stderr handler when imported (conf/logging.yml sets
+# their level and the console); its per-file download bars (logging a model) are noise.
+os.environ.setdefault("MLFLOW_CONFIGURE_LOGGING", "false")
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-
-import kedro_mlflow  # noqa: E402, F401
-import lightning.pytorch  # noqa: E402, F401
-import mlflow  # noqa: E402, F401
-from kedro.framework.project import LOGGING  # noqa: E402
-
-LOGGING.configure(LOGGING.data)
-
-import logging  # noqa: E402
-
-from bert_pipeline.log_filters import DropMessages  # noqa: E402
+# Python warnings go to the `py.warnings` logger, which conf/logging.yml drops.
+logging.captureWarnings(True)
 
 # Lightning's "Tip: try litlogger" on every fit, through the rank-zero logger of whichever
 # Lightning distribution (lightning, or pytorch_lightning / lightning_fabric, which other packages
 # pull in) was imported last. Kedro's logging.yml only builds filters from modules allow-listed in
-# an environment variable, so they are attached here.
+# an environment variable, so they are attached here, by logger name (nothing is imported).
 for _package in ("lightning.pytorch", "lightning.fabric", "pytorch_lightning", "lightning_fabric"):
     logging.getLogger(f"{_package}.utilities.rank_zero").addFilter(DropMessages(["💡 Tip:"]))
-
-from bert_pipeline.hooks import DaskClusterHooks, RunGuardHooks, TrackingHooks  # noqa: E402
-
-HOOKS = (RunGuardHooks(), TrackingHooks(), DaskClusterHooks())

@@ -4,10 +4,15 @@
   first node, so a run refuses at once instead of failing half-way.
 - `tracking`: the MLflow store created safely, runs of killed processes marked KILLED.
 - `dask_cluster`: the Dask client of the nodes tagged `dask`, closed before any other node.
+- `console`: one line per node start and finish, and a summary at the end of a run.
+
+None of them imports torch, lightning, mlflow or dask before a run needs it: `kedro --help`
+reads the settings that register them.
 """
 
+from bert_pipeline.hooks.console import ConsoleHooks
 from bert_pipeline.hooks.dask_cluster import DaskClusterHooks
 from bert_pipeline.hooks.run_guard import RunGuardHooks
 from bert_pipeline.hooks.tracking import TrackingHooks
 
-__all__ = ["DaskClusterHooks", "RunGuardHooks", "TrackingHooks"]
+__all__ = ["ConsoleHooks", "DaskClusterHooks", "RunGuardHooks", "TrackingHooks"]

@@ -6,8 +6,6 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
-from bert_pipeline.data.cluster import close_client, open_client
-
 DASK_TAG = "dask"
 DASK_PARAMS = "params:pretrain_data.dask"
 
@@ -24,6 +22,8 @@ class DaskClusterHooks:
     def before_node_run(self, node, catalog) -> None:
         if DASK_TAG in node.tags:
             if self._client is None:
+                from bert_pipeline.data.cluster import open_client  # dask, when a node needs it
+
                 self._client = open_client(catalog.load(DASK_PARAMS))
         else:
             self._close()
@@ -38,5 +38,7 @@ class DaskClusterHooks:
 
     def _close(self) -> None:
         if self._client is not None:
+            from bert_pipeline.data.cluster import close_client
+
             client, self._client = self._client, None
             close_client(client)

@@ -43,9 +43,7 @@ class RunGuardHooks:
 
     @hook_impl(tryfirst=True)
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline, catalog) -> None:
-        runtime = run_params.get("runtime_params") or {}
-        data_dir = Path(str(runtime.get("data_dir", "data"))).resolve()
-        self._lock = RunLock(data_dir, "data_dir").acquire()
+        self._lock = RunLock(run_data_dir(run_params), "data_dir").acquire()
         try:
             check_run(pipeline, catalog, run_params.get("env"))
         except BaseException:
@@ -64,6 +62,12 @@ class RunGuardHooks:
         if self._lock is not None:
             lock, self._lock = self._lock, None
             lock.release()
+
+
+def run_data_dir(run_params: dict[str, Any]) -> Path:
+    """The run's output folder: the runtime parameter `data_dir` (default `data`)."""
+    runtime = run_params.get("runtime_params") or {}
+    return Path(str(runtime.get("data_dir", "data"))).resolve()
 
 
 def _parser(path: str):
@@ -110,7 +114,7 @@ def check_models(inputs: set[str], catalog) -> None:
     for name, hint in MODEL_INPUTS.items():
         if name not in inputs:
             continue
-        path = _path(catalog, name)
+        path = dataset_path(catalog, name)
         if not catalog.exists(name):
             raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")
         try:
@@ -119,9 +123,12 @@ def check_models(inputs: set[str], catalog) -> None:
             raise ValueError(f"{name} ({hint}): {exc}") from None
 
 
-def _path(catalog, name: str) -> str:
-    """Where a dataset lives, from the catalog's own configuration of it."""
+def dataset_path(catalog, name: str) -> str:
+    """Where a dataset lives, from the catalog's own configuration of it (that of the dataset an
+    MLflow artifact wraps)."""
     config = catalog.config_resolver.resolve_pattern(name)
+    if isinstance(config.get("dataset"), dict):
+        config = config["dataset"]
     return str(config.get("path") or config.get("filepath") or "?")
 
 
@@ -133,7 +140,7 @@ def check_made_inputs(names: set[str], catalog) -> None:
 
     made = set().union(*(p.all_outputs() for p in pipelines.values()))
     missing = [
-        f"{name} ({_path(catalog, name)})"
+        f"{name} ({dataset_path(catalog, name)})"
         for name in sorted(names & made)
         if not catalog.exists(name)
     ]

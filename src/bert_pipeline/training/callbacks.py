@@ -62,7 +62,37 @@ class TokenThroughput(pl.Callback):
 
 
 class ProgressBar(TQDMProgressBar):
-    """Lightning's bar without the logger version (an MLflow run id fragment, meaningless here)."""
+    """Lightning's bar without the logger version (an MLflow run id fragment, meaningless here).
+
+    A run bounded by `max_steps` (pretraining) counts optimizer steps over the whole run,
+    "step 1200/10000" with the run's ETA, where Lightning counts the batches of the current
+    epoch; a resumed run starts at its step. Epoch-bounded runs keep Lightning's epoch bar.
+    """
+
+    STEP_BAR_FORMAT = (
+        "step {n_fmt}/{total_fmt} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"
+    )
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        super().on_train_start(trainer, pl_module)
+        if trainer.max_steps > 0:
+            bar = self.train_progress_bar
+            bar.bar_format = self.STEP_BAR_FORMAT
+            bar.reset(total=trainer.max_steps)
+            bar.n = bar.initial = trainer.global_step  # ETA from the steps this run makes
+
+    def on_train_epoch_start(self, trainer, *args: Any) -> None:
+        if trainer.max_steps <= 0:  # a step bar spans epochs: no reset at their start
+            super().on_train_epoch_start(trainer, *args)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.max_steps <= 0:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+            return
+        bar, step = self.train_progress_bar, trainer.global_step
+        if step != bar.n and self._should_update(step, bar.total):
+            bar.n = step
+            bar.set_postfix(self.get_metrics(trainer, pl_module))
 
     def get_metrics(self, trainer, pl_module) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)

@@ -6,7 +6,6 @@ so torch, lightning and mlflow load only when a run needs them.
 
 import logging
 import os
-
 from pathlib import Path
 
 from kedro.config import OmegaConfigLoader

@@ -51,9 +51,8 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         options["max_seq_length"] = int(options.get("max_seq_length", 128))
         tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
         architecture = (checkpoint["config"].get("architectures") or [""])[0]
-        kind = {"BertForTokenClassification": TaggerModel}.get(architecture)
-        kind = kind or {"BertForQuestionAnswering": ReaderModel}.get(architecture, SentenceModel)
-        self.model = kind(checkpoint, folder, tokenizer, options)
+        kinds = {"BertForTokenClassification": TaggerModel, "BertForQuestionAnswering": ReaderModel}
+        self.model = kinds.get(architecture, SentenceModel)(checkpoint, folder, tokenizer, options)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
         frame = self.model.table(model_input)

@@ -260,15 +260,17 @@ class TaskRun:
 
     def log_results(
         self,
-        metrics: Mapping[str, float],
         params: Mapping[str, Any],
         files: Mapping[str, dict | pd.DataFrame],
+        metrics: Mapping[str, float] | None = None,
     ) -> None:
-        """Best metrics and parameters, and files: a dict as JSON, a table as CSV, each at its
-        artifact path (`predictions/dev_predictions.csv`)."""
+        """Best parameters, files (a dict as JSON, a table as CSV, each at its artifact path:
+        `predictions/dev_predictions.csv`) and metrics of a run whose model did not take them
+        (`log_model`)."""
         if self.run_id is None:
             return
-        mlflow.log_metrics(dict(metrics))
+        if metrics:
+            mlflow.log_metrics(dict(metrics))
         mlflow.log_params(dict(params))
         with tempfile.TemporaryDirectory() as tmp:
             for path, value in files.items():

@@ -79,7 +79,6 @@ def _log_task_run(run: TaskRun, result: FinetuneResult, record: dict) -> None:
     """Chosen lr/seed/epoch, dev record and predictions (metrics: with the model, below)."""
     best = result.best
     run.log_results(
-        metrics={},
         params={
             "best_learning_rate": best["learning_rate"],
             "best_seed": best["seed"],

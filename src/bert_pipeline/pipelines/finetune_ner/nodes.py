@@ -51,8 +51,8 @@ def _inputs(tables: tuple) -> dict:
 
 
 def _report(result: NerResult, run: TaskRun, what: str, model: dict | None = None) -> None:
-    """Metrics, parameters, record and description of the run; `model` ({name, registered
-    name, max_seq_length}): the tagger is a BERT folder, logged with the metrics."""
+    """Metrics, parameters, record and description of the run; `model` (`TaskRun.log_model`'s
+    arguments): the fine-tuned tagger, a BERT folder, logged with the metrics."""
     record = result.record
     dev, test = record["dev_metrics"]["f1"], record["test_metrics"]["f1"]
     logger.info("NER best %s: dev F1 %.4f, test F1 %.4f", record["best"], dev, test)
@@ -64,9 +64,9 @@ def _report(result: NerResult, run: TaskRun, what: str, model: dict | None = Non
         if logged is not None:
             record["mlflow_model"] = logged
     run.log_results(
-        metrics={} if model is not None else metrics,
         params={f"best_{k}": v for k, v in record["best"].items()},
         files={"ner_metrics.json": record},
+        metrics=None if model is not None else metrics,
     )
     run.describe(f"{what}: best dev entity F1 {100 * dev:.2f}, test F1 {100 * test:.2f}.")
 

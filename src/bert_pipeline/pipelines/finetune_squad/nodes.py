@@ -80,7 +80,6 @@ def finetune_squad_model(
         if logged is not None:
             record["mlflow_model"] = logged
         run.log_results(
-            metrics={},
             params={f"best_{k}": v for k, v in record["best"].items()},
             files={"squad_metrics.json": record, "predictions.json": result.predictions},
         )

@@ -1,7 +1,7 @@
 """BERT folders as MLflow pyfunc models: logged with the project's code, registered, served.
 
-`log_bert_model` is how pretraining and every GLUE task put a model into MLflow (called through
-`bert_pipeline.tracking.log_model`): a LoggedModel of the active run holding the HF-format
+`log_bert_model` is how pretraining and every fine-tuning task put a model into MLflow (called
+through `bert_pipeline.tracking.log_model`): a LoggedModel of the active run holding the HF-format
 folder (weights, config, tokenizer, model card), this package as `code_paths` and pinned
 requirements, so that `mlflow.pyfunc.load_model("models:/<name>/<version>")` needs nothing from the
 project checkout.
@@ -10,6 +10,8 @@ Input: a table with `text_a` and optionally `text_b` (sentence pairs; empty for 
 Output of a fine-tuned classifier: `label` (the label name) and `score` (its softmax probability);
 of a regression task (STS-B): `score`; of the pretrained encoder: `cls_embedding` (the last
 layer's [CLS] vector) and `mean_embedding` (the mean over the tokens), lists of floats.
+The NER tagger reads `text_a` (words separated by spaces) and answers `tokens` and `tags`; the
+SQuAD reader reads `question` and `context` and answers `answer` and `null_score_diff`.
 """
 
 from __future__ import annotations
@@ -34,19 +36,46 @@ REQUIREMENTS = ("torch", "tokenizers", "safetensors", "pandas", "numpy", "mlflow
 
 
 class BertPyfunc(mlflow.pyfunc.PythonModel):
-    """Classifies (or embeds) sentences and sentence pairs with an exported BERT folder."""
+    """Answers with an exported BERT folder, by its architecture (config.json): a sentence
+    classifier or the encoder (`SentenceModel`), a tagger (`TaggerModel`), a reader
+    (`ReaderModel`)."""
 
     def load_context(self, context) -> None:
         from bert_pipeline.data.tokenizer import tokenizer_from_files
-        from bert_pipeline.model import BertForSequenceClassification, BertModel
-        from bert_pipeline.model.checkpoint import model_from_checkpoint, read_checkpoint
+        from bert_pipeline.model.checkpoint import read_checkpoint
 
         folder = context.artifacts[ARTIFACT]
         checkpoint = read_checkpoint(folder)
+        options = dict(context.model_config or {})
+        self.batch_size = int(options.pop("batch_size", 32))
+        options["max_seq_length"] = int(options.get("max_seq_length", 128))
+        tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
+        architecture = (checkpoint["config"].get("architectures") or [""])[0]
+        kinds = {"BertForTokenClassification": TaggerModel, "BertForQuestionAnswering": ReaderModel}
+        self.model = kinds.get(architecture, SentenceModel)(checkpoint, folder, tokenizer, options)
+
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        frame = self.model.table(model_input)
+        parts = []
+        for group in self.model.groups(frame):
+            for start in range(0, len(group), self.batch_size):
+                rows = group.iloc[start : start + self.batch_size]
+                parts.append(self.model.predict_rows(rows).set_index(rows.index))
+        return pd.concat(parts).sort_index().reset_index(drop=True)
+
+
+class SentenceModel:
+    """A GLUE classifier (`label`, `score`; regression: `score`) or the pretrained encoder
+    (`cls_embedding`, `mean_embedding`) on `text_a` and optionally `text_b`."""
+
+    inputs = Schema([ColSpec("string", "text_a"), ColSpec("string", "text_b", required=False)])
+
+    def __init__(self, checkpoint: dict, folder: str, tokenizer: Any, options: dict) -> None:
+        from bert_pipeline.model import BertForSequenceClassification, BertModel
+        from bert_pipeline.model.checkpoint import model_from_checkpoint
+
         config = checkpoint["config"]
-        self.max_seq_length = int((context.model_config or {}).get("max_seq_length", 128))
-        self.batch_size = int((context.model_config or {}).get("batch_size", 32))
-        self.tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
+        self.tokenizer, self.max_seq_length = tokenizer, options["max_seq_length"]
         self.classifier = "BertForSequenceClassification" in config.get("architectures", [])
         if self.classifier:
             self.model = model_from_checkpoint(
@@ -60,18 +89,17 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
             }
             self.model = model_from_checkpoint(checkpoint, BertModel, source=folder)
 
-    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        frame = _as_pairs(model_input)
-        parts = []
+    @staticmethod
+    def table(model_input: pd.DataFrame) -> pd.DataFrame:
+        return _as_pairs(model_input)
+
+    @staticmethod
+    def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
         # A batch is either all single sentences or all pairs (encode_table's rule).
-        for _, group in frame.groupby(frame["text_b"].isna(), sort=False):
-            for start in range(0, len(group), self.batch_size):
-                rows = group.iloc[start : start + self.batch_size]
-                parts.append(self._predict_rows(rows).set_index(rows.index))
-        return pd.concat(parts).sort_index().reset_index(drop=True)
+        return [group for _, group in frame.groupby(frame["text_b"].isna(), sort=False)]
 
     @torch.no_grad()
-    def _predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         from bert_pipeline.glue.features import GlueFeatures, encode_table
         from bert_pipeline.model.bert import masked_mean
 
@@ -99,6 +127,120 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         )
 
 
+class TaggerModel:
+    """The NER tagger: `text_a`, words separated by spaces, to `tokens` (those words) and
+    `tags` (one entity tag per word, read on its first sub-token as in training)."""
+
+    inputs = Schema([ColSpec("string", "text_a")])
+
+    def __init__(self, checkpoint: dict, folder: str, tokenizer: Any, options: dict) -> None:
+        from bert_pipeline.model import BertForTokenClassification
+        from bert_pipeline.model.checkpoint import model_from_checkpoint
+
+        self.tokenizer, self.max_seq_length = tokenizer, options["max_seq_length"]
+        self.model = model_from_checkpoint(checkpoint, BertForTokenClassification, source=folder)
+        id2label = checkpoint["config"].get("id2label") or {}
+        self.labels = [id2label.get(str(i), str(i)) for i in range(self.model.num_labels)]
+
+    @staticmethod
+    def table(model_input: pd.DataFrame) -> pd.DataFrame:
+        frame = _require(model_input, ["text_a"])
+        return pd.DataFrame({"tokens": frame["text_a"].astype(str).str.split()}, frame.index)
+
+    @staticmethod
+    def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
+        return [frame]
+
+    @torch.no_grad()
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        from bert_pipeline.ner.features import encode_split, split_words
+
+        # The words' labels are unknown here: every word gets the first label, unused.
+        unlabelled = rows.assign(tags=rows["tokens"].map(lambda w: [self.labels[0]] * len(w)))
+        unlabelled["doc"] = range(len(rows))
+        features = encode_split(
+            self.tokenizer, unlabelled, {self.labels[0]: 0}, self.max_seq_length, False
+        )
+        ids = []
+        if len(features):
+            batch = features.collate([features[i] for i in range(len(features))])
+            _, logits = self.model(
+                batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+            )
+            ids = logits.argmax(-1)[batch["first"]].tolist()
+        tags = split_words([self.labels[i] for i in ids], features.sentence_lengths)
+        return pd.DataFrame({"tokens": list(rows["tokens"].map(list)), "tags": tags})
+
+
+class ReaderModel:
+    """The SQuAD reader: `question` and `context` to `answer` (the best span of the context
+    within `max_answer_length` tokens) and `null_score_diff` (the no-answer score minus the
+    span's: above the threshold a SQuAD 2.0 model would answer nothing)."""
+
+    inputs = Schema([ColSpec("string", "question"), ColSpec("string", "context")])
+
+    def __init__(self, checkpoint: dict, folder: str, tokenizer: Any, options: dict) -> None:
+        from bert_pipeline.model import BertForQuestionAnswering
+        from bert_pipeline.model.checkpoint import model_from_checkpoint
+
+        self.tokenizer, self.options = tokenizer, options
+        self.model = model_from_checkpoint(checkpoint, BertForQuestionAnswering, source=folder)
+
+    @staticmethod
+    def table(model_input: pd.DataFrame) -> pd.DataFrame:
+        frame = _require(model_input, ["question", "context"])
+        return frame[["question", "context"]].astype(str)
+
+    @staticmethod
+    def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
+        return [frame]
+
+    @torch.no_grad()
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        from bert_pipeline.squad.evaluation import best_answers
+        from bert_pipeline.squad.features import SquadFeatures, build_windows
+
+        n, opts = len(rows), self.options
+        questions = rows.reset_index(drop=True).assign(
+            id=[str(i) for i in range(n)],
+            answer_texts=[[] for _ in range(n)],
+            answer_starts=[[] for _ in range(n)],
+            is_impossible=True,
+        )
+        windows = build_windows(
+            self.tokenizer,
+            questions,
+            opts["max_seq_length"],
+            int(opts.get("doc_stride", 128)),
+            int(opts.get("max_query_length", 64)),
+        )
+        batch = SquadFeatures(windows).collate(windows)
+        _, start, end = self.model(
+            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]
+        )
+        lengths = batch["lengths"].tolist()
+        answers, null_diff = best_answers(
+            questions,
+            windows,
+            [s[:k] for s, k in zip(start.numpy(), lengths, strict=True)],
+            [e[:k] for e, k in zip(end.numpy(), lengths, strict=True)],
+            int(opts.get("n_best_size", 20)),
+            int(opts.get("max_answer_length", 30)),
+        )
+        ids = questions["id"]
+        return pd.DataFrame(
+            {"answer": ids.map(answers), "null_score_diff": ids.map(null_diff).astype(float)}
+        )
+
+
+def _require(model_input: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    frame = pd.DataFrame(model_input)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"input has columns {list(frame.columns)}; expected {columns}")
+    return frame
+
+
 def _as_pairs(model_input: pd.DataFrame) -> pd.DataFrame:
     """`text_a` (required) and `text_b` (None for single sentences) as a fresh table."""
     frame = pd.DataFrame(model_input)
@@ -121,28 +263,33 @@ def log_bert_model(
     folder: str | Path,
     example: pd.DataFrame,
     *,
+    name: str = ARTIFACT,
     registered_name: str | None = None,
     max_seq_length: int = 128,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Logs the folder as a pyfunc model of the active run (and registers it when named).
+    """Logs the folder as the pyfunc LoggedModel `name` of the active run (and registers it
+    when `registered_name` is given); `options` are the model's settings beside
+    `max_seq_length` (a reader's doc_stride, ...).
 
-    The signature comes from running the model on `example` (its `text_a`/`text_b` rows), which
-    is also stored as the input example. Returns the model URI, the LoggedModel id and the
-    registered name/version, for the run's reports.
+    The signature comes from running the model on `example`, which is also stored as the input
+    example. Returns the model URI, the LoggedModel id and the registered name/version, for
+    the run's reports.
     """
-    model_config = {"max_seq_length": max_seq_length}
-    example = _as_pairs(example)
-    if example["text_b"].isna().all():
-        example = example[["text_a"]]
+    model_config = {"max_seq_length": max_seq_length, **options}
     probe = BertPyfunc()
     probe.load_context(
         SimpleNamespace(artifacts={ARTIFACT: str(folder)}, model_config=model_config)
     )
+    inputs = probe.model.inputs
+    example = pd.DataFrame(example)
+    if "text_b" in example.columns and (example["text_b"].fillna("").astype(str) == "").all():
+        example = example.drop(columns="text_b")  # single sentences
+    example = example[[c for c in inputs.input_names() if c in example.columns]]
     outputs = mlflow.models.infer_signature(example, probe.predict(None, example)).outputs
-    inputs = Schema([ColSpec("string", "text_a"), ColSpec("string", "text_b", required=False)])
     package = Path(bert_pipeline.__file__).parent
     info = mlflow.pyfunc.log_model(
-        name=ARTIFACT,
+        name=name,
         python_model=str(package / "serving_entry.py"),  # models from code: nothing pickled
         artifacts={ARTIFACT: str(folder)},
         code_paths=[str(package)],

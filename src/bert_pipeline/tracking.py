@@ -2,15 +2,18 @@
 
 A pipeline's run is kedro-mlflow's; training writes its live metrics into it through the
 Lightning logger (`bert_pipeline.training.core.mlflow_logger`). Everything else goes through
-here: the run's dataset inputs, each fine-tuning task's child run (`task_run`: inputs, config,
-best metrics and parameters, records, predictions, the model) and the distributed entry point's
-own run when no pipeline opened one. Outside an MLflow run every call does nothing.
+here: the experiment's kind, the run's dataset inputs, each fine-tuning task's child run
+(`task_run`: inputs, the model it started from, config, best metrics and parameters, records,
+predictions, the model, a description), the registry's aliases and the distributed entry
+point's own run when no pipeline opened one. Outside an MLflow run every call does nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import json
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -18,6 +21,13 @@ from typing import Any
 
 import mlflow
 import pandas as pd
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
+
+# MLflow 3's UI shows a GenAI app's pages (traces, "Agent versions") to an experiment without
+# this tag; `custom_model_development` is its model-training kind.
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+NOTE = "mlflow.note.content"  # the run page's description
 
 
 def active_run() -> tuple[str | None, str | None]:
@@ -32,6 +42,37 @@ def tracking_uri() -> str:
     return mlflow.get_tracking_uri()
 
 
+def mark_experiment(experiment_id: str) -> None:
+    """Tags the experiment as model training, for the UI (existing experiments too)."""
+    mlflow.MlflowClient().set_experiment_tag(experiment_id, *EXPERIMENT_KIND)
+
+
+def describe_run(text: str) -> None:
+    """Adds a paragraph to the active run's description (markdown, the run page's
+    "Description"): what ran and its headline result."""
+    run = mlflow.active_run()
+    if run is not None:
+        before = mlflow.MlflowClient().get_run(run.info.run_id).data.tags.get(NOTE)
+        mlflow.set_tag(NOTE, f"{before}\n\n{text}" if before else text)
+
+
+def describe_pipeline_run(what: str) -> None:
+    """The pipeline run's description: `what` ran, what its nodes said (`describe_run`) and
+    one line per child run with that run's own description."""
+    run = mlflow.active_run()
+    if run is None:
+        return
+    client = mlflow.MlflowClient()
+    children = client.search_runs(
+        [run.info.experiment_id],
+        filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'",
+        order_by=["attributes.start_time ASC"],
+    )
+    lines = [f"- **{c.info.run_name}**: {c.data.tags.get(NOTE, '')}" for c in children]
+    before = client.get_run(run.info.run_id).data.tags.get(NOTE)
+    mlflow.set_tag(NOTE, "\n\n".join(p for p in (what, before, "\n".join(lines)) if p))
+
+
 @contextlib.contextmanager
 def child_run(name: str, tags: dict[str, str]) -> Iterator[str | None]:
     """A nested MLflow run under the active one (one per fine-tuning task); None if untracked."""
@@ -42,11 +83,22 @@ def child_run(name: str, tags: dict[str, str]) -> Iterator[str | None]:
         yield run.info.run_id
 
 
+def log_params(params: Mapping[str, Any]) -> None:
+    """Parameters of the active run; nothing without one."""
+    if mlflow.active_run() is not None:
+        mlflow.log_params(dict(params))
+
+
+def run_params() -> dict[str, str]:
+    """The active run's parameters ({} without one)."""
+    run = mlflow.active_run()
+    return {} if run is None else mlflow.MlflowClient().get_run(run.info.run_id).data.params
+
+
 def log_config(config: Any, **extra: Any) -> None:
     """A task's hyperparameters (a dataclass) and `extra` as the active run's parameters."""
-    if mlflow.active_run() is not None:
-        values = {k: str(v) for k, v in dataclasses.asdict(config).items()}
-        mlflow.log_params({**values, **{k: str(v) for k, v in extra.items()}})
+    values = {k: str(v) for k, v in dataclasses.asdict(config).items()}
+    log_params({**values, **{k: str(v) for k, v in extra.items()}})
 
 
 def log_table_input(
@@ -54,8 +106,6 @@ def log_table_input(
 ) -> None:
     """A dataset input of the active MLflow run (the run page's "Datasets"), without reading
     the data: name, local source, digest, Arrow schema as MLflow's and the row count."""
-    from mlflow.data.dataset_source_registry import resolve_dataset_source
-    from mlflow.data.meta_dataset import MetaDataset
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
 
     if mlflow.active_run() is None:
@@ -68,13 +118,73 @@ def log_table_input(
         name = "string" if "string" in str(kind) else "long"
         return ColSpec(DataType[name], field.name)
 
-    dataset = MetaDataset(
+    dataset = CountedDataset(
         source=resolve_dataset_source(str(source)),
         name=name,
         digest=digest[:32],
         schema=Schema([spec(f) for f in schema]),
+        rows=rows,
     )
     mlflow.log_input(dataset, context=context, tags={"rows": str(rows)})
+
+
+class CountedDataset(MetaDataset):
+    """Metadata of a dataset that is not read, with its row count as the profile that the run
+    page's dataset drawer shows (a MetaDataset has none)."""
+
+    def __init__(self, *args: Any, rows: int, **kwargs: Any) -> None:
+        self._rows = int(rows)
+        super().__init__(*args, **kwargs)
+
+    @property
+    def profile(self) -> dict[str, int]:
+        return {"num_rows": self._rows}
+
+    def to_dict(self) -> dict[str, str]:
+        return {**super().to_dict(), "profile": json.dumps(self.profile)}
+
+
+def started_from(checkpoint: Mapping) -> dict[str, str]:
+    """What identifies the model a fine-tuning run starts from: its folder, the sha256 of its
+    weights file and the MLflow run that trained it, each when known."""
+    from bert_pipeline.model.checkpoint import SAFETENSORS_FILE
+
+    config = checkpoint.get("config", {})
+    found = {}
+    folder = config.get("_name_or_path")
+    if folder:
+        found["pretrained_model"] = str(Path(folder).resolve())
+        weights = Path(folder) / SAFETENSORS_FILE
+        if weights.is_file():
+            with weights.open("rb") as f:
+                found["pretrained_model_sha256"] = hashlib.file_digest(f, "sha256").hexdigest()
+    if config.get("mlflow_run_id"):
+        found["pretrained_run_id"] = str(config["mlflow_run_id"])
+    return found
+
+
+def log_model_input(checkpoint: Mapping) -> None:
+    """The model a run starts from: its folder, weights digest and pretraining run as the run's
+    parameters, and that run's LoggedModel as the run's model input when it is in this store
+    (the run page's "Logged models": the fine-tuned model's lineage)."""
+    from mlflow.entities import LoggedModelInput
+
+    found = started_from(checkpoint)
+    if mlflow.active_run() is None or not found:
+        return
+    log_params(found)
+    if "pretrained_run_id" not in found:
+        return
+    try:
+        pretraining = mlflow.MlflowClient().get_run(found["pretrained_run_id"])
+    except mlflow.exceptions.MlflowException:  # unknown, or trained against another store
+        return
+    outputs = pretraining.outputs.model_outputs if pretraining.outputs else []
+    if outputs:  # the client: MLflow's fluent log_inputs takes models on Databricks only
+        mlflow.MlflowClient().log_inputs(
+            mlflow.active_run().info.run_id,
+            models=[LoggedModelInput(o.model_id) for o in outputs],
+        )
 
 
 def log_frame_input(frame: pd.DataFrame, name: str, context: str = "training") -> None:
@@ -83,12 +193,51 @@ def log_frame_input(frame: pd.DataFrame, name: str, context: str = "training") -
         mlflow.log_input(mlflow.data.from_pandas(frame, name=name), context=context)
 
 
-def log_model(checkpoint: dict, example: pd.DataFrame, **kwargs: Any) -> dict[str, Any]:
-    """A checkpoint value as a (registered) pyfunc model of the active run
-    (`bert_pipeline.serving`); what was logged, for the run's reports."""
+def log_model(
+    checkpoint: dict,
+    example: pd.DataFrame,
+    *,
+    name: str,
+    metrics: Mapping[str, float] | None = None,
+    key_metric: str | None = None,
+    step: int = 0,
+    **kwargs: Any,
+) -> dict[str, Any]:
+    """A checkpoint value as a pyfunc LoggedModel `name` of the active run
+    (`bert_pipeline.serving`), with `metrics` logged to the run and the model, registered when
+    `registered_name` is given and then promoted by `key_metric` (`promote`); what was logged,
+    for the run's reports."""
     from bert_pipeline.serving import log_checkpoint_model
 
-    return log_checkpoint_model(checkpoint, example, **kwargs)
+    logged = log_checkpoint_model(checkpoint, example, name=name, **kwargs)
+    if metrics:
+        mlflow.log_metrics(dict(metrics), step=step, model_id=logged["model_id"])
+    if logged["registered_name"] and key_metric in (metrics or {}):
+        logged["aliases"] = promote(
+            logged["registered_name"], logged["registered_version"], key_metric, metrics[key_metric]
+        )
+    return logged
+
+
+BEST_ALIAS = "best"
+
+
+def promote(name: str, version: str | int, metric: str, value: float) -> list[str]:
+    """Tags the registered version with its key metric and gives it the `@best` alias when it
+    beats the version holding it (higher is better for every key metric of the project); the
+    aliases the version now has. MLflow reserves `latest`: `models:/<name>/latest` is always
+    the newest version."""
+    client = mlflow.MlflowClient()
+    version = str(version)
+    client.set_model_version_tag(name, version, metric, str(float(value)))
+    try:
+        holder = client.get_model_version_by_alias(name, BEST_ALIAS)
+        current = float(holder.tags.get(metric, "-inf"))
+    except mlflow.exceptions.MlflowException:  # no version holds it yet
+        current = float("-inf")
+    if float(value) > current:
+        client.set_registered_model_alias(name, BEST_ALIAS, version)
+    return list(client.get_model_version(name, version).aliases)
 
 
 # ---------------------------------------------------------------------------- a task's run
@@ -101,20 +250,27 @@ class TaskRun:
     run_id: str | None
 
     def log_model(self, checkpoint: dict, example: pd.DataFrame, **kwargs: Any) -> dict | None:
-        """The task's best model (see `log_model`); None when untracked."""
+        """The task's best model with its metrics (see `log_model`); None when untracked."""
         return None if self.run_id is None else log_model(checkpoint, example, **kwargs)
+
+    def describe(self, text: str) -> None:
+        """The run's description: what ran and its headline result."""
+        if self.run_id is not None:
+            describe_run(text)
 
     def log_results(
         self,
-        metrics: Mapping[str, float],
         params: Mapping[str, Any],
         files: Mapping[str, dict | pd.DataFrame],
+        metrics: Mapping[str, float] | None = None,
     ) -> None:
-        """Best metrics and parameters, and files: a dict as JSON, a table as CSV, each at its
-        artifact path (`predictions/dev_predictions.csv`)."""
+        """Best parameters, files (a dict as JSON, a table as CSV, each at its artifact path:
+        `predictions/dev_predictions.csv`) and metrics of a run whose model did not take them
+        (`log_model`)."""
         if self.run_id is None:
             return
-        mlflow.log_metrics(dict(metrics))
+        if metrics:
+            mlflow.log_metrics(dict(metrics))
         mlflow.log_params(dict(params))
         with tempfile.TemporaryDirectory() as tmp:
             for path, value in files.items():
@@ -134,13 +290,17 @@ def task_run(
     tags: dict[str, str],
     config: Any,
     inputs: Mapping[str, tuple[pd.DataFrame, str]],
+    pretrained: Mapping | None = None,
     **extra_params: Any,
 ) -> Iterator[TaskRun]:
     """A task's child run under the pipeline's run, with its data as dataset inputs
-    ({name: (table, context)}) and its hyperparameters (`config` and `extra_params`) logged."""
+    ({name: (table, context)}), the model it starts from (`log_model_input`) and its
+    hyperparameters (`config` and `extra_params`) logged."""
     with child_run(name, tags) as run_id:
         for input_name, (frame, context) in inputs.items():
             log_frame_input(frame, input_name, context)
+        if pretrained is not None:
+            log_model_input(pretrained)
         log_config(config, **extra_params)
         yield TaskRun(run_id)
 
@@ -154,6 +314,7 @@ def open_run(experiment: str, uri: str | None, params: Mapping[str, Any]) -> str
     if uri:
         mlflow.set_tracking_uri(uri)
     experiment_id = mlflow.set_experiment(experiment).experiment_id
+    mark_experiment(experiment_id)
     client = mlflow.MlflowClient()
     run_id = client.create_run(experiment_id).info.run_id
     entries = [mlflow.entities.Param(k, str(v)) for k, v in sorted(params.items())]

@@ -3,6 +3,7 @@ in MLflow as one child run per task under the pipeline's run."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import zipfile
 from pathlib import Path
@@ -111,11 +112,32 @@ def test_finetune_glue_end_to_end(glue_project, mlflow_uri: str):
     assert list(stsb_answer.columns) == ["score"]
     parent = parents[0]
     assert "glue.average" in parent.data.metrics
+    _check_surface(client, logged, stsb, parent, Path(glue_project[2]["glue_model_dir"]), card)
     assert {a.path for a in client.list_artifacts(parent.info.run_id, "glue")} == {
         "glue/glue_summary.csv",
         "glue/glue_summary.md",
         "glue/glue_submission.zip",
     }
+
+
+def _check_surface(client, logged, stsb, parent, pretrained: Path, card: str) -> None:
+    """Named models with their metrics, `@best`, the pretrained model a task started from
+    (folder and weights digest: the tiny model has no pretraining run), descriptions."""
+    assert sorted(m.name for m in logged) == ["bert-glue-rte", "bert-glue-stsb"]
+    stsb_model = next(m for m in logged if m.name == "bert-glue-stsb")
+    assert {"best_score", "best_dev_pearson"} <= {m.key for m in stsb_model.metrics}
+    best = client.get_model_version_by_alias("bert-glue-stsb", "best")
+    assert str(best.version) == "1" and "best_score" in best.tags
+    weights = hashlib.sha256((pretrained / "model.safetensors").read_bytes()).hexdigest()
+    assert stsb.data.params["pretrained_model"] == str(pretrained.resolve())
+    assert stsb.data.params["pretrained_model_sha256"] == weights
+    assert f"fine-tuned from {pretrained}" in card  # the folder, not the catalog entry
+    assert stsb.data.tags["mlflow.note.content"].startswith(
+        f"GLUE stsb fine-tuned from {pretrained}"
+    )
+    note = parent.data.tags["mlflow.note.content"].split("\n\n")
+    assert note[0] == "`kedro run --pipelines finetune_glue`"
+    assert note[1].startswith("GLUE average ") and "- **glue_stsb**: GLUE stsb" in note[2]
 
 
 def test_malformed_row_stops_the_task_before_any_output(glue_project, mlflow_uri: str):

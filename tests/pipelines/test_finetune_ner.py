@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
@@ -87,6 +88,18 @@ def test_both_taggers_end_to_end(ner_project, mlflow_uri: str):
         children["feature_based"].info.run_id, "last_lr_0.001_seed_42/dev_f1"
     )
     assert len(history) == 2
+    # The fine-tuned tagger: a named, registered model with its metrics that tags words
+    version = client.get_model_version_by_alias("bert-ner", "best")
+    assert version.run_id == children["finetune"].info.run_id
+    (model,) = client.search_logged_models([experiment.experiment_id])  # the tagger only
+    assert model.name == "bert-ner" and "best_dev_f1" in {m.key for m in model.metrics}
+    tagger = mlflow.pyfunc.load_model("models:/bert-ner@best")
+    tagged = tagger.predict(pd.DataFrame({"text_a": ["John lives in Paris", "Hello"]}))
+    assert tagged["tokens"].map(len).tolist() == [4, 1]
+    labels = set(config["id2label"].values())
+    assert tagged["tags"].map(len).tolist() == [4, 1] and set(sum(tagged["tags"], [])) <= labels
+    for mode, run in children.items():
+        assert run.data.tags["mlflow.note.content"].startswith("NER "), mode
 
 
 def test_a_malformed_conll_line_stops_before_any_output(ner_project, mlflow_uri: str):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pytest
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
@@ -70,6 +71,20 @@ def test_squad_v2_end_to_end(squad_project, mlflow_uri: str):
     assert child.data.params["doc_stride"] == "8"  # the hyperparameters are the run's params
     assert {i.dataset.name for i in child.inputs.dataset_inputs} == {"squad_train", "squad_dev"}
     assert "predictions.json" in {a.path for a in client.list_artifacts(child.info.run_id)}
+    # The reader: a named, registered model with its metrics that answers from the context
+    version = client.get_model_version_by_alias("bert-squad", "best")
+    assert version.run_id == child.info.run_id
+    (model,) = client.search_logged_models([child.info.experiment_id])
+    assert model.name == "bert-squad" and model.source_run_id == child.info.run_id
+    assert {"best_dev_exact_match", "best_dev_f1"} <= {m.key for m in model.metrics}
+    reader = mlflow.pyfunc.load_model("models:/bert-squad@best")
+    context = "The river runs past the old mill to the sea."
+    answer = reader.predict(
+        pd.DataFrame({"question": ["Where does it run?"], "context": [context]})
+    )
+    assert list(answer.columns) == ["answer", "null_score_diff"]
+    assert answer["answer"][0] in context
+    assert "dev EM" in child.data.tags["mlflow.note.content"]
 
 
 def test_an_answer_off_its_context_stops_before_any_output(squad_project, mlflow_uri: str):

@@ -69,7 +69,9 @@ def test_pretrain_data_pipeline_end_to_end(
     run = runs[0]
     assert run.data.params["pretrain_data.examples.max_seq_length"] == "64"
     assert run.data.params["pretrain_data.tokenizer.vocab_size"] == "200"
-    assert run.data.metrics["pretrain_data.n_examples"] == len(examples)
+    # a constant of the run: a parameter, not a one-point metric chart (issue #32)
+    assert run.data.params["pretrain_data.n_examples"] == str(len(examples))
+    assert not [k for k in run.data.metrics if k.startswith("pretrain_data.")]
     artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "pretrain_data")]
     assert artifacts == ["pretrain_data/pretrain_data_statistics.json"]
 

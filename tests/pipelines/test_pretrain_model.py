@@ -102,3 +102,26 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
     embedded = pyfunc.predict(pd.DataFrame({"text_a": ["one sentence", "and another one"]}))
     assert list(embedded.columns) == ["cls_embedding", "mean_embedding"]
     assert [len(v) for v in embedded["cls_embedding"]] == [32, 32]
+    _check_surface(client, experiment, run, logged, data_dir)
+
+
+def _check_surface(client, experiment, run, logged, data_dir: Path) -> None:
+    """What the UI shows: a model-training experiment, a named model with its metrics and
+    `@best`, one learning-rate chart, no one-point charts, a description, the examples' row
+    count; the export names its run (lineage of the models fine-tuned from it)."""
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert logged.name == "bert-pretrained"
+    assert {m.key for m in logged.metrics} >= {"val/mlm_accuracy", "val/mlm_loss"}
+    assert "train/lr" in run.data.metrics
+    noise = {"epoch", "train/mean_tokens_per_sec"}
+    assert not [k for k in run.data.metrics if k.startswith("lr-") or k in noise]
+    assert str(client.get_model_version_by_alias("bert-pretrained", "best").version) == "1"
+    note = run.data.tags["mlflow.note.content"]
+    assert note.startswith("`kedro run --pipelines pretrain_data,pretrain_model`")
+    assert "validation MLM accuracy" in note
+    (examples,) = [i.dataset for i in run.inputs.dataset_inputs]
+    rows = json.loads((data_dir / "08_reporting" / "pretrain_data_statistics.json").read_text())
+    assert json.loads(examples.profile) == {"num_rows": rows["n_examples"]}
+    assert run.data.params["pretrain_data.n_examples"] == str(rows["n_examples"])
+    config = json.loads((data_dir / "06_models" / "bert_pretrained" / "config.json").read_text())
+    assert config["mlflow_run_id"] == run.info.run_id

@@ -146,7 +146,9 @@ def example_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dic
     return merge_statistics([partial_statistics(table, cfg, vocab)], cfg)
 
 
-METRIC_KEYS = (
+# The run-level figures of the report, logged as the MLflow run's parameters: constants of the
+# run, which as metrics would each draw a one-point chart.
+SUMMARY_KEYS = (
     "truncated_share",
     "n_warnings",
     "n_examples",
@@ -162,6 +164,6 @@ METRIC_KEYS = (
 )
 
 
-def mlflow_metrics(stats: dict[str, Any]) -> dict[str, dict[str, float]]:
-    """The scalar statistics in kedro-mlflow's MlflowMetricsHistoryDataset format."""
-    return {k: {"value": float(stats[k]), "step": 0} for k in METRIC_KEYS if k in stats}
+def summary(stats: dict[str, Any]) -> dict[str, float]:
+    """The report's run-level figures (`SUMMARY_KEYS`), for the run's parameters."""
+    return {k: stats[k] for k in SUMMARY_KEYS if k in stats}

@@ -2,7 +2,8 @@
 
 - `run_guard`: the `data_dir` lock, every parameter parsed and every input checked before the
   first node, so a run refuses at once instead of failing half-way.
-- `tracking`: the MLflow store created safely, runs of killed processes marked KILLED.
+- `tracking`: the MLflow store created safely, the experiment marked as model training, runs
+  of killed processes marked KILLED, each pipeline run described.
 - `dask_cluster`: the Dask client of the nodes tagged `dask`, closed before any other node.
 - `console`: one line per node start and finish, and a summary at the end of a run.
 

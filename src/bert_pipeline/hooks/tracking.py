@@ -1,4 +1,5 @@
-"""The MLflow tracking store: created under a lock, and runs of killed processes marked."""
+"""The MLflow tracking store: created under a lock, the experiment marked as model training,
+runs of killed processes marked, and each pipeline run described."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ PID_TAG, HOST_TAG = "bert_pipeline.pid", "bert_pipeline.host"
 
 
 class TrackingHooks:
-    """The MLflow store created safely, and runs of killed processes marked as such."""
+    """The MLflow store created safely, the experiment's kind set, runs of killed processes
+    marked as such, and a description of what ran on each pipeline run."""
 
     @hook_impl(tryfirst=True)  # before kedro-mlflow touches the store
     def after_context_created(self, context) -> None:
@@ -27,7 +29,31 @@ class TrackingHooks:
 
     @hook_impl(trylast=True)  # after kedro-mlflow has opened this run
     def before_pipeline_run(self) -> None:
+        import mlflow
+
+        from bert_pipeline.tracking import mark_experiment
+
         mark_killed_runs()
+        run = mlflow.active_run()
+        if run is not None:  # existing experiments too, not only new ones
+            mark_experiment(run.info.experiment_id)
+
+    @hook_impl(tryfirst=True)  # before kedro-mlflow ends this run
+    def after_pipeline_run(self, run_params: dict) -> None:
+        from bert_pipeline.tracking import describe_pipeline_run
+
+        describe_pipeline_run(run_command(run_params))
+
+
+def run_command(run_params: dict) -> str:
+    """The `kedro run` that made the run, from Kedro's run parameters."""
+    words = ["kedro", "run"]
+    for key, flag in (("pipeline_names", "--pipelines"), ("namespaces", "--namespaces")):
+        if run_params.get(key):
+            words += [flag, ",".join(run_params[key])]
+    if run_params.get("env"):
+        words += ["--env", run_params["env"]]
+    return f"`{' '.join(words)}`"
 
 
 def create_tracking_store(uri: str) -> None:

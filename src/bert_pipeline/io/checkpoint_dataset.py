@@ -46,7 +46,11 @@ class CheckpointDataset(AbstractDataset[Checkpoint, Checkpoint]):
         self.metadata = metadata
 
     def load(self) -> Checkpoint:
-        return read_checkpoint(self._path)
+        """The folder's checkpoint; its config names the folder (`_name_or_path`, as
+        transformers' from_pretrained does), so errors, model cards and lineage can name it."""
+        checkpoint = read_checkpoint(self._path)
+        checkpoint["config"]["_name_or_path"] = str(self._path)
+        return checkpoint
 
     def save(self, data: Checkpoint) -> None:
         missing = {"config", "state_dict"} - set(data)

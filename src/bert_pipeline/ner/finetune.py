@@ -105,6 +105,7 @@ class NerParams:
     sets its own is refused."""
 
     labels: list[str] = field(default_factory=lambda: list(CONLL_LABELS))
+    registered_model_name: str | None = None
     data: NerData = field(default_factory=NerData)
     finetune: dict[str, Any] = field(default_factory=dict)
     feature_based: dict[str, Any] = field(default_factory=dict)

@@ -69,6 +69,7 @@ class SquadData:
 class SquadParams:
     """The `finetune_squad` parameters."""
 
+    registered_model_name: str | None = None
     data: SquadData = field(default_factory=SquadData)
     training: SquadConfig = field(default_factory=SquadConfig)
 

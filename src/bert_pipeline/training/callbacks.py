@@ -61,6 +61,16 @@ class TokenThroughput(pl.Callback):
         return self.total_tokens / self.total_seconds if self.total_seconds else float("nan")
 
 
+class LearningRate(pl.Callback):
+    """Logs the learning rate as `train/lr`, once: the optimizer's parameter groups (with and
+    without weight decay) share one schedule, where Lightning's LearningRateMonitor draws
+    one identical chart per group (`lr-AdamW/pg1`, `lr-AdamW/pg2`)."""
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        pl_module.log("train/lr", lr, on_step=True, on_epoch=False, batch_size=1)
+
+
 class ProgressBar(TQDMProgressBar):
     """Lightning's bar without the logger version (an MLflow run id fragment, meaningless here).
 
@@ -115,6 +125,11 @@ class PipelineMLFlowLogger(MLFlowLogger):
     @rank_zero_only
     def log_hyperparams(self, params: Any) -> None:
         return None
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        """Lightning's metrics without `epoch` (a flat chart of the epoch counter)."""
+        super().log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step)
 
     @rank_zero_only
     def finalize(self, status: str = "success") -> None:

@@ -24,7 +24,7 @@ import lightning.pytorch as pl
 import pandas as pd
 import pyarrow as pa
 import torch
-from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from tokenizers import Tokenizer
 
@@ -33,7 +33,7 @@ from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
-from bert_pipeline.training.callbacks import HistoryLogger, TokenThroughput
+from bert_pipeline.training.callbacks import HistoryLogger, LearningRate, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
@@ -327,7 +327,7 @@ def run_training(
 
     history, mlflow = HistoryLogger(), mlflow_logger(mlflow_run_id, mlflow_tracking_uri)
     throughput = TokenThroughput(cfg.log_every_n_steps)
-    callbacks = [throughput, LearningRateMonitor(logging_interval="step"), *(extra_callbacks or [])]
+    callbacks = [throughput, LearningRate(), *(extra_callbacks or [])]
     trainer = build_pretraining_trainer(cfg, [history, *mlflow], callbacks)
     fit(trainer, module, datamodule, cfg)
 
@@ -335,10 +335,4 @@ def run_training(
     model = export_model(trainer, model_config)
     if model is None:
         return TrainingResult(None, None, metrics, is_global_zero=False)
-    if "train/mean_tokens_per_sec" in metrics:
-        for logger_ in mlflow:
-            logger_.log_metrics(
-                {"train/mean_tokens_per_sec": metrics["train/mean_tokens_per_sec"]},
-                step=trainer.global_step,
-            )
     return TrainingResult(model, history.to_frame(), metrics, is_global_zero=True)

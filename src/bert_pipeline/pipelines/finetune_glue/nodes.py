@@ -17,7 +17,7 @@ from bert_pipeline.glue.report import (
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
 from bert_pipeline.model.checkpoint import checkpoint_source
-from bert_pipeline.tracking import TaskRun, task_run
+from bert_pipeline.tracking import TaskRun, describe_run, task_run
 
 logger = logging.getLogger(__name__)
 
@@ -66,16 +66,19 @@ def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConf
     return glue_params(params).task_configs(tasks)
 
 
+def _best_metrics(result: FinetuneResult) -> dict[str, float]:
+    """Best dev metrics and the task's score: the run's and its model's metrics."""
+    return {
+        f"best_{split}_{name}": value
+        for split, values in result.dev_metrics.items()
+        for name, value in values.items()
+    } | {"best_score": result.best["best_score"]}
+
+
 def _log_task_run(run: TaskRun, result: FinetuneResult, record: dict) -> None:
-    """Best dev metrics, chosen lr/seed/epoch, dev record and predictions (the model: below)."""
+    """Chosen lr/seed/epoch, dev record and predictions (metrics: with the model, below)."""
     best = result.best
     run.log_results(
-        metrics={
-            f"best_{split}_{name}": value
-            for split, values in result.dev_metrics.items()
-            for name, value in values.items()
-        }
-        | {"best_score": best["best_score"]},
         params={
             "best_learning_rate": best["learning_rate"],
             "best_seed": best["seed"],
@@ -120,6 +123,7 @@ def finetune_glue_task(
         {"glue_task": task.name},
         config,
         inputs,
+        pretrained=pretrained,
         task=task.name,
         train_examples=len(train),
         dev_examples=len(dev),
@@ -144,19 +148,30 @@ def finetune_glue_task(
         logged = run.log_model(
             result.checkpoint,
             dev[["text_a", "text_b"]].head(2),
+            name=f"bert-glue-{task.name}",
+            metrics=_best_metrics(result),
+            key_metric="best_score",
             registered_name=name,
             max_seq_length=config.max_seq_length,
         )
         if logged is not None:
             record["mlflow_model"] = logged
         _log_task_run(run, result, record)
+        run.describe(
+            f"GLUE {task.name} fine-tuned from {source}: best dev score "
+            f"{100 * result.best['best_score']:.2f} (lr {result.best['learning_rate']}, seed "
+            f"{result.best['seed']}, epoch {result.best['best_epoch']})."
+        )
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 
 
 def summarize_glue(*records: dict) -> tuple[pd.DataFrame, str, dict]:
     """Summary table (CSV + markdown) and the task scores / GLUE average for MLflow."""
     table = summary_table(records)
-    return table, summary_markdown(table), summary_metrics(table)
+    metrics = summary_metrics(table)
+    if "average" in metrics:
+        describe_run(f"GLUE average {metrics['average']['value']:.1f} over {len(records)} tasks.")
+    return table, summary_markdown(table), metrics
 
 
 def build_submission(*test_predictions: pd.DataFrame) -> dict[str, str]:

@@ -50,20 +50,25 @@ def _inputs(tables: tuple) -> dict:
     }
 
 
-def _report(result: NerResult, run: TaskRun) -> None:
+def _report(result: NerResult, run: TaskRun, what: str, model: dict | None = None) -> None:
+    """Metrics, parameters, record and description of the run; `model` (`TaskRun.log_model`'s
+    arguments): the fine-tuned tagger, a BERT folder, logged with the metrics."""
     record = result.record
-    logger.info(
-        "NER best %s: dev F1 %.4f, test F1 %.4f",
-        record["best"],
-        record["dev_metrics"]["f1"],
-        record["test_metrics"]["f1"],
-    )
+    dev, test = record["dev_metrics"]["f1"], record["test_metrics"]["f1"]
+    logger.info("NER best %s: dev F1 %.4f, test F1 %.4f", record["best"], dev, test)
+    metrics = {f"best_dev_{k}": v for k, v in record["dev_metrics"].items()} | {
+        f"test_{k}": v for k, v in record["test_metrics"].items()
+    }
+    if model is not None:
+        logged = run.log_model(result.model, metrics=metrics, key_metric="best_dev_f1", **model)
+        if logged is not None:
+            record["mlflow_model"] = logged
     run.log_results(
-        metrics={f"best_dev_{k}": v for k, v in record["dev_metrics"].items()}
-        | {f"test_{k}": v for k, v in record["test_metrics"].items()},
         params={f"best_{k}": v for k, v in record["best"].items()},
         files={"ner_metrics.json": record},
+        metrics=None if model is not None else metrics,
     )
+    run.describe(f"{what}: best dev entity F1 {100 * dev:.2f}, test F1 {100 * test:.2f}.")
 
 
 def _outputs(result: NerResult, dev: pd.DataFrame, test: pd.DataFrame) -> tuple:
@@ -86,7 +91,8 @@ def finetune_ner_model(
     """Fine-tunes BERT for NER: the best model, its record and the dev/test predictions."""
     config = ner_config(params, "finetune")
     tags = {"ner_mode": "finetune"}
-    with task_run("ner_finetune", tags, config, _inputs((train, dev, test))) as run:
+    inputs = _inputs((train, dev, test))
+    with task_run("ner_finetune", tags, config, inputs, pretrained=pretrained) as run:
         result = finetune_ner(
             train,
             dev,
@@ -97,7 +103,13 @@ def finetune_ner_model(
             mlflow_run_id=run.run_id,
         )
         result.record["mlflow_run_id"] = run.run_id
-        _report(result, run)
+        model = {
+            "example": pd.DataFrame({"text_a": dev["tokens"].head(2).map(" ".join)}),
+            "name": "bert-ner",
+            "registered_name": ner_params(params).registered_model_name,
+            "max_seq_length": config.max_seq_length,
+        }
+        _report(result, run, f"NER fine-tuned from {_source(pretrained)}", model)
     return _outputs(result, dev, test)
 
 
@@ -128,5 +140,5 @@ def train_ner_feature_tagger(
         result = train_feature_tagger(train, dev, test, cache, config, mlflow_run_id=run.run_id)
         result.record["mlflow_run_id"] = run.run_id
         result.record["encoder"] = cache["config"]["encoder"]
-        _report(result, run)
+        _report(result, run, f"NER feature-based tagger on {result.record['encoder']}")
     return _outputs(result, dev, test)

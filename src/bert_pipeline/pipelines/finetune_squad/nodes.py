@@ -15,6 +15,15 @@ from bert_pipeline.tracking import task_run
 
 logger = logging.getLogger(__name__)
 
+# What the served reader needs of the training config to answer as the dev evaluation did.
+READER_OPTIONS = (
+    "max_seq_length",
+    "doc_stride",
+    "max_query_length",
+    "n_best_size",
+    "max_answer_length",
+)
+
 
 def build_squad_tables(
     raw: dict[str, pd.DataFrame], params: dict[str, Any]
@@ -41,11 +50,12 @@ def finetune_squad_model(
 ) -> tuple[dict, dict, str, dict]:
     """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
     and the null odds (v2.0: no-answer score minus best span score per question)."""
-    config = squad_params(params).training
+    squad = squad_params(params)
+    config = squad.training
     source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")
     tags = {"squad_version": squad_version(train, dev)}
     inputs = {"squad_train": (train, "training"), "squad_dev": (dev, "evaluation")}
-    with task_run("squad", tags, config, inputs) as run:
+    with task_run("squad", tags, config, inputs, pretrained=pretrained) as run:
         result = finetune_squad(
             train, dev, pretrained, config, source=source, mlflow_run_id=run.run_id
         )
@@ -58,10 +68,24 @@ def finetune_squad_model(
             metrics["exact_match"],
             metrics["f1"],
         )
-        run.log_results(
+        logged = run.log_model(
+            result.checkpoint,
+            dev[["question", "context"]].head(2),
+            name="bert-squad",
             metrics={f"best_dev_{k}": v for k, v in metrics.items()},
+            key_metric="best_dev_f1",
+            registered_name=squad.registered_model_name,
+            **{k: getattr(config, k) for k in READER_OPTIONS},
+        )
+        if logged is not None:
+            record["mlflow_model"] = logged
+        run.log_results(
             params={f"best_{k}": v for k, v in record["best"].items()},
             files={"squad_metrics.json": record, "predictions.json": result.predictions},
+        )
+        run.describe(
+            f"SQuAD {record['version']} fine-tuned from {source}: dev EM "
+            f"{metrics['exact_match']:.2f}, F1 {metrics['f1']:.2f}."
         )
     # No valid span at all: never answer; the largest float keeps the file strict JSON.
     null_odds = {k: min(float(v), sys.float_info.max) for k, v in result.null_odds.items()}

@@ -23,7 +23,7 @@ from bert_pipeline.data.stages import (
     sentences_frame,
     shard_statistics,
 )
-from bert_pipeline.data.stats import merge_statistics, mlflow_metrics
+from bert_pipeline.data.stats import merge_statistics, summary
 from bert_pipeline.data.tokenizer import TokenizerParams, tokenizer_from_vocab, train_tokenizer
 from bert_pipeline.training.config import parse_params
 
@@ -87,8 +87,8 @@ def summarize_examples(
     tokenizer: Tokenizer,
     documents: dd.DataFrame,
     params: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, dict[str, float]]]:
-    """The statistics report (per shard, merged) and its MLflow metrics; its warnings (heavy
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """The statistics report (per shard, merged) and its summary figures; its warnings (heavy
     truncation, binary-looking input) are logged one line each and counted in the report."""
     examples.check_tokenizer(tokenizer)
     cfg = example_config(params)
@@ -106,4 +106,4 @@ def summarize_examples(
         stats.get("selected_rate", float("nan")),
         stats["is_next_rate"],
     )
-    return stats, mlflow_metrics(stats)
+    return stats, summary(stats)

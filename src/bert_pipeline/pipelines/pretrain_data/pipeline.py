@@ -59,7 +59,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "pretrain_documents",
                     "params:pretrain_data.examples",
                 ],
-                outputs=["pretrain_data_statistics", "pretrain_data_metrics"],
+                outputs=["pretrain_data_statistics", "pretrain_data_summary"],
                 name="summarize_examples",
                 tags=TAGS,
             ),

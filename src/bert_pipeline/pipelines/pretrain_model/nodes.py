@@ -19,12 +19,19 @@ from tokenizers import Tokenizer  # noqa: E402
 from bert_pipeline.data.shards import ExampleShards  # noqa: E402
 from bert_pipeline.model.card import pretrained_card  # noqa: E402
 from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
-from bert_pipeline.tracking import active_run, log_model, log_table_input  # noqa: E402
+from bert_pipeline.tracking import (  # noqa: E402
+    active_run,
+    describe_run,
+    log_model,
+    log_table_input,
+)
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
 from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
 from bert_pipeline.training.trainer import run_training  # noqa: E402
 
 logger = logging.getLogger(__name__)
+
+PRETRAINED_MODEL = "bert-pretrained"  # the LoggedModel's name (the registered one is a parameter)
 
 
 def _local_processes(cfg: TrainingConfig) -> int:
@@ -79,7 +86,10 @@ def pretrain_bert(
             examples, tokenizer, cfg, mlflow_run_id=run_id, mlflow_tracking_uri=tracking_uri
         )
         model, history, metrics = result.model, result.history, result.metrics
-    return model_to_checkpoint(model, tokenizer), history, metrics
+    checkpoint = model_to_checkpoint(model, tokenizer)
+    if run_id is not None:  # config.json names the run that trained the weights (lineage)
+        checkpoint["config"]["mlflow_run_id"] = run_id
+    return checkpoint, history, metrics
 
 
 def describe_pretrained_model(
@@ -100,20 +110,36 @@ def describe_pretrained_model(
 
 
 def log_pretrained_model(
-    checkpoint: dict[str, Any], card: str, examples: ExampleShards, params: dict[str, Any]
+    checkpoint: dict[str, Any],
+    card: str,
+    examples: ExampleShards,
+    metrics: dict[str, Any],
+    params: dict[str, Any],
 ) -> dict[str, Any]:
-    """The exported model and its card as a (registered) pyfunc model of the run; what was
-    logged, for the reports. It truncates input at the examples' length (the positions the
-    model was trained on). Outside an MLflow run (tracking disabled) nothing is logged."""
+    """The exported model, its card and final validation metrics as the (registered) pyfunc
+    model `bert-pretrained` of the run; what was logged, for the reports. It truncates input
+    at the examples' length (the positions the model was trained on). Outside an MLflow run
+    (tracking disabled) nothing is logged."""
     if active_run()[0] is None:
         logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
         return {"model_uri": None}
-    return log_model(
+    final = {k: v for k, v in metrics.items() if k.startswith("val/")}
+    logged = log_model(
         checkpoint | {"model_card": card},
         pd.DataFrame({"text_a": list(params["input_example"])}),
+        name=PRETRAINED_MODEL,
+        metrics=final,
+        key_metric="val/mlm_accuracy",
+        step=int(metrics["global_step"]),  # the final validation's step: no new chart point
         registered_name=params.get("registered_model_name"),
         max_seq_length=int(examples.made_with("max_seq_length")["max_seq_length"]),
     )
+    describe_run(
+        f"Pretrained BERT ({metrics['global_step']} steps): validation MLM accuracy "
+        f"{final.get('val/mlm_accuracy', float('nan')):.4f}, MLM loss "
+        f"{final.get('val/mlm_loss', float('nan')):.4f}. Model: {logged['model_uri']}"
+    )
+    return logged
 
 
 def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:

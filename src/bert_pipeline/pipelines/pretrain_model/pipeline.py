@@ -45,6 +45,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     "pretrained_model",
                     "pretrained_model_card",
                     "pretraining_examples",
+                    "pretrain_metrics",
                     "params:pretrained_mlflow_model",
                 ],
                 outputs="pretrained_model_mlflow",

@@ -36,6 +36,8 @@ def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_ARTIFACT_LOCATION", (tmp_path / "mlartifacts").as_uri())
+    mlflow.set_tracking_uri(uri)  # an earlier test's kedro-mlflow run set it for the process
     yield uri
     while mlflow.active_run() is not None:
         mlflow.end_run()
+    mlflow.set_tracking_uri(None)

@@ -61,7 +61,7 @@ mlflow-ui: setup
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1
 
-# A registered model over HTTP (docs/mlflow.md): make serve MODEL=models:/bert-glue-sst2/1
+# A registered model over HTTP (docs/mlflow.md): make serve MODEL=models:/bert-pretrained@best
 MODEL ?= models:/bert-pretrained/latest
 serve: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" MLFLOW_TRACKING_URI=sqlite:///mlflow.db $(BIN)/mlflow models serve \

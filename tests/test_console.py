@@ -46,6 +46,7 @@ def test_headline_is_the_pipeline_runs_or_each_child_runs(mlflow_uri):
 
     assert headline({"best_dev_f1": 80.0, "test_f1": 0.7, "epoch": 2}) == ("test_f1", 0.7)
     assert headline({"epoch": 2}) is None
+    mlflow.set_experiment("console")  # not an earlier test's experiment id, unknown here
     with mlflow.start_run() as parent:
         with mlflow.start_run(run_name="glue_rte", nested=True):
             mlflow.log_metrics({"best_score": 0.625, "best_dev_accuracy": 0.625})

@@ -198,10 +198,10 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
 
 
 def test_mlflow_models_serve_answers_over_http(pretrained):
-    """`make serve`'s `mlflow models serve` of the registered pretrained model, on localhost."""
+    """`make serve MODEL=models:/bert-pretrained@best`'s `mlflow models serve`, on localhost."""
     root, env, _ = pretrained
     port = _free_port()
-    command = [str(BIN / "mlflow"), "models", "serve", "-m", "models:/bert-pretrained/latest"]
+    command = [str(BIN / "mlflow"), "models", "serve", "-m", "models:/bert-pretrained@best"]
     command += ["--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
     env = {**env, "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}  # its uvicorn, as make serve
     server, _ = _serve(command, f"http://127.0.0.1:{port}/ping", root, env, parse=bytes)

@@ -57,7 +57,9 @@ notebook: $(VENV)/.installed-notebook
 viz: setup
 	$(BIN)/kedro viz run
 
+# The model-training view of the UI (MLflow 3.17 opens its GenAI view otherwise).
 mlflow-ui: setup
+	@echo "open http://127.0.0.1:5000/#/experiments?workflowType=machine_learning"
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(BIN)/mlflow ui \
 		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1
 

@@ -58,4 +58,5 @@ def test_headline_is_the_pipeline_runs_or_each_child_runs(mlflow_uri):
     assert run[0] == f"MLflow run {parent.info.run_id} in {mlflow_uri}"
     assert run[1].endswith(
         f":5000/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
+        "?workflowType=machine_learning"
     )

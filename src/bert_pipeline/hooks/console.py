@@ -152,8 +152,14 @@ def mlflow_lines(ui: dict[str, Any]) -> tuple[list[str], list[str]]:
     url = f"http://{ui.get('host', '127.0.0.1')}:{ui.get('port', '5000')}"
     return results, [
         f"MLflow run {run_id} in {mlflow.get_tracking_uri()}",
-        f"  see it with `make mlflow-ui`, then {url}/#/experiments/{experiment_id}/runs/{run_id}",
+        f"  see it with `make mlflow-ui`, then {url}/#/experiments/{experiment_id}/runs/{run_id}"
+        f"?{UI_WORKFLOW}",
     ]
+
+
+# MLflow 3.17's UI opens every experiment in its GenAI view unless the link (or the user's toggle)
+# names the model-training one; the experiment's kind tag alone does not switch it.
+UI_WORKFLOW = "workflowType=machine_learning"
 
 
 def headline(metrics: dict[str, float]) -> tuple[str, float] | None:

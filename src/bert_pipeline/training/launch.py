@@ -141,11 +141,22 @@ def main(argv: list[str] | None = None) -> int:
         )
         if result.is_global_zero:
             write_outputs(result, tokenizer, Path(args.output))
+        leave_together()
         status = "FINISHED"
     finally:
         if owns_run:
             tracking.close_run(run_id, status)
     return 0
+
+
+def leave_together() -> None:
+    """Every rank waits for the others, then closes the process group: a rank that exits while
+    another still writes the outputs or tears down gloo can abort the other one (SIGABRT)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------------------- used by the node

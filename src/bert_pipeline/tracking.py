@@ -56,20 +56,26 @@ def describe_run(text: str) -> None:
         mlflow.set_tag(NOTE, f"{before}\n\n{text}" if before else text)
 
 
+def child_runs(experiment_id: str, run_id: str, status: str | None = None) -> list:
+    """The nested runs of `run_id` (a pipeline run's fine-tuning tasks), oldest first; only
+    those with `status` when given."""
+    query = f"tags.`mlflow.parentRunId` = '{run_id}'"
+    if status is not None:
+        query = f"attributes.status = '{status}' and {query}"
+    return mlflow.MlflowClient().search_runs(
+        [experiment_id], filter_string=query, order_by=["attributes.start_time ASC"]
+    )
+
+
 def describe_pipeline_run(what: str) -> None:
     """The pipeline run's description: `what` ran, what its nodes said (`describe_run`) and
     one line per child run with that run's own description."""
     run = mlflow.active_run()
     if run is None:
         return
-    client = mlflow.MlflowClient()
-    children = client.search_runs(
-        [run.info.experiment_id],
-        filter_string=f"tags.`mlflow.parentRunId` = '{run.info.run_id}'",
-        order_by=["attributes.start_time ASC"],
-    )
+    children = child_runs(run.info.experiment_id, run.info.run_id)
     lines = [f"- **{c.info.run_name}**: {c.data.tags.get(NOTE, '')}" for c in children]
-    before = client.get_run(run.info.run_id).data.tags.get(NOTE)
+    before = mlflow.MlflowClient().get_run(run.info.run_id).data.tags.get(NOTE)
     mlflow.set_tag(NOTE, "\n\n".join(p for p in (what, before, "\n".join(lines)) if p))
 
 

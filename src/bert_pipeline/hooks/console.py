@@ -134,15 +134,14 @@ def mlflow_lines(ui: dict[str, Any]) -> tuple[list[str], list[str]]:
     """
     import mlflow
 
+    from bert_pipeline.tracking import child_runs
+
     active = mlflow.active_run()
     if active is None:
         return [], []
-    client = mlflow.MlflowClient()
     experiment_id, run_id = active.info.experiment_id, active.info.run_id
-    parent = client.get_run(run_id)
-    children = client.search_runs(
-        [experiment_id], filter_string=f"tags.`mlflow.parentRunId` = '{run_id}'"
-    )
+    parent = mlflow.MlflowClient().get_run(run_id)
+    children = child_runs(experiment_id, run_id)
     results = []
     for run in [parent] if headline(parent.data.metrics) else children:
         found = headline(run.data.metrics)

@@ -78,6 +78,8 @@ def mark_killed_runs() -> None:
     """Tags this run with its process; marks KILLED the RUNNING runs whose process is gone."""
     import mlflow
 
+    from bert_pipeline.tracking import child_runs
+
     run = mlflow.active_run()
     if run is None:
         return
@@ -92,11 +94,7 @@ def mark_killed_runs() -> None:
         pid = int(other.data.tags.get(PID_TAG, 0))
         if other.info.run_id == run.info.run_id or not pid or _alive(pid):
             continue
-        children = client.search_runs(
-            [run.info.experiment_id],
-            filter_string=f"attributes.status = 'RUNNING' and "
-            f"tags.`mlflow.parentRunId` = '{other.info.run_id}'",
-        )
+        children = child_runs(run.info.experiment_id, other.info.run_id, status="RUNNING")
         for dead in [*children, other]:  # a GLUE task's child run died with its parent
             client.set_terminated(dead.info.run_id, "KILLED")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kedro.io.core import DatasetError
 
+from bert_pipeline.glue.finetune import glue_params
 from bert_pipeline.glue.loading import (
     GlueDataError,
     load_glue_tsv_task,
@@ -18,7 +19,7 @@ from bert_pipeline.model.checkpoint import (
     check_checkpoint,
     tokenizer_from_checkpoint,
 )
-from bert_pipeline.pipelines.finetune_glue.nodes import task_config, task_configs
+from bert_pipeline.pipelines.finetune_glue.nodes import task_config
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv, write_hf_parquet
 
@@ -63,8 +64,8 @@ def test_pipeline_parameter_errors():
     assert mean.classifier_pooling == "mean"
     mixed = {"init_from_mnli": ["rte"], "hyperparameters": {"mnli": {"classifier_pooling": "mean"}}}
     with pytest.raises(ValueError, match=r"rte.classifier_pooling='cls' but init_from_mnli starts"):
-        task_configs(["mnli", "rte"], mixed)
-    assert task_configs(["mnli", "stsb"], mixed)["stsb"].classifier_pooling == "cls"
+        glue_params(mixed).task_configs(["mnli", "rte"])
+    assert glue_params(mixed).task_configs(["mnli", "stsb"])["stsb"].classifier_pooling == "cls"
 
 
 @pytest.mark.parametrize(
@@ -78,7 +79,7 @@ def test_pipeline_parameter_errors():
 )
 def test_every_finetune_glue_key_is_parsed(params, message):
     with pytest.raises(ValueError, match=message):
-        task_configs(["rte"], params)
+        glue_params(params).task_configs(["rte"])
 
 
 def test_missing_split(rte_dir, tmp_path):

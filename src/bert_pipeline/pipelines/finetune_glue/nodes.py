@@ -61,11 +61,6 @@ def task_config(task: str, params: dict[str, Any]) -> GlueConfig:
     return glue_params(params).task_config(task)
 
 
-def task_configs(tasks: list[str], params: dict[str, Any]) -> dict[str, GlueConfig]:
-    """Every task's config, checked before the run (`GlueParams.task_configs`)."""
-    return glue_params(params).task_configs(tasks)
-
-
 def _best_metrics(result: FinetuneResult) -> dict[str, float]:
     """Best dev metrics and the task's score: the run's and its model's metrics."""
     return {

@@ -67,6 +67,7 @@ def _served(tmp_path, model_cls, **kwargs) -> BertPyfunc:
     )
     wrapper = BertPyfunc()
     options = {"max_seq_length": 16, "doc_stride": 4, "max_query_length": 6}
+    options |= {"n_best_size": 20, "max_answer_length": 30}  # as finetune_squad logs them
     wrapper.load_context(SimpleNamespace(artifacts={ARTIFACT: str(folder)}, model_config=options))
     return wrapper
 

@@ -175,7 +175,9 @@ class TaggerModel:
 class ReaderModel:
     """The SQuAD reader: `question` and `context` to `answer` (the best span of the context
     within `max_answer_length` tokens) and `null_score_diff` (the no-answer score minus the
-    span's: above the threshold a SQuAD 2.0 model would answer nothing)."""
+    span's: above the threshold a SQuAD 2.0 model would answer nothing). Its window and search
+    settings are the training config's, logged with the model (`finetune_squad`'s
+    READER_OPTIONS), so it answers as the dev evaluation did."""
 
     inputs = Schema([ColSpec("string", "question"), ColSpec("string", "context")])
 
@@ -211,8 +213,8 @@ class ReaderModel:
             self.tokenizer,
             questions,
             opts["max_seq_length"],
-            int(opts.get("doc_stride", 128)),
-            int(opts.get("max_query_length", 64)),
+            int(opts["doc_stride"]),
+            int(opts["max_query_length"]),
         )
         batch = SquadFeatures(windows).collate(windows)
         _, start, end = self.model(
@@ -224,8 +226,8 @@ class ReaderModel:
             windows,
             [s[:k] for s, k in zip(start.numpy(), lengths, strict=True)],
             [e[:k] for e, k in zip(end.numpy(), lengths, strict=True)],
-            int(opts.get("n_best_size", 20)),
-            int(opts.get("max_answer_length", 30)),
+            int(opts["n_best_size"]),
+            int(opts["max_answer_length"]),
         )
         ids = questions["id"]
         return pd.DataFrame(

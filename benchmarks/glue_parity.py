@@ -33,7 +33,8 @@ def run_ours(args: argparse.Namespace) -> dict:
     """One fine-tuning through bert_pipeline.glue.finetune.finetune_task."""
     import torch
 
-    from bert_pipeline.glue.finetune import GlueConfig, finetune_task
+    from bert_pipeline.glue.config import GlueConfig
+    from bert_pipeline.glue.finetune import finetune_task
     from bert_pipeline.model.checkpoint import read_checkpoint
 
     if args.threads:
@@ -92,16 +93,13 @@ def step_check(args: argparse.Namespace) -> dict:
     from torch.utils.data import DataLoader, SequentialSampler
     from transformers import BertForSequenceClassification, Trainer
 
+    from bert_pipeline.glue.config import GlueConfig
     from bert_pipeline.glue.features import GlueFeatures, encode_table
-    from bert_pipeline.glue.finetune import (
-        GlueConfig,
-        build_classifier,
-        tokenizer_from_checkpoint,
-    )
+    from bert_pipeline.glue.finetune import build_classifier, tokenizer_from_checkpoint
     from bert_pipeline.glue.module import GlueModule
     from bert_pipeline.model.checkpoint import read_checkpoint
+    from bert_pipeline.training.config import TrialParams
     from bert_pipeline.training.core import build_trainer
-    from bert_pipeline.training.finetune import TrialParams
 
     torch.set_num_threads(args.threads)
     task, train, _ = load_tables(

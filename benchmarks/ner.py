@@ -30,16 +30,9 @@ from common import SHARED_DATA, minilm_dir, training_arguments
 
 from bert_pipeline.io.conll_dataset import ConllDataset
 from bert_pipeline.model.checkpoint import read_checkpoint
-from bert_pipeline.ner.finetune import (
-    CONLL_LABELS,
-    NerConfig,
-    NerFeatureConfig,
-    feature_cache,
-    finetune_ner,
-    train_feature_tagger,
-)
+from bert_pipeline.ner.config import CONLL_LABELS, LAYER_CHOICES, NerConfig, NerFeatureConfig
+from bert_pipeline.ner.finetune import feature_cache, finetune_ner, train_feature_tagger
 from bert_pipeline.ner.metrics import entity_metrics
-from bert_pipeline.ner.module import LAYER_CHOICES
 
 CONLL = SHARED_DATA / "conll2003"
 

@@ -28,10 +28,11 @@ import torch
 from common import SHARED_DATA, minilm_dir, training_arguments
 
 from bert_pipeline.model.checkpoint import read_checkpoint
+from bert_pipeline.squad.config import SquadConfig
 from bert_pipeline.squad.data import read_squad
 from bert_pipeline.squad.evaluation import best_answers, squad_metrics
 from bert_pipeline.squad.features import Window, answer_tokens
-from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
+from bert_pipeline.squad.finetune import finetune_squad
 
 SQUAD = SHARED_DATA / "squad"
 

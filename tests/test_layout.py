@@ -69,3 +69,21 @@ def test_pipelines_do_not_depend_on_settings_or_hooks(project_root):
     )
     for script in (build, hooks):
         _python(script, project_root)
+
+
+def test_pipelines_and_their_parameter_check_import_no_ml_framework(project_root):
+    """A refused run stops at the parameter check, which builds the pipelines and parses every
+    parameter: neither may load torch, lightning, dask's dataframe or matplotlib (they made a
+    refused `kedro run` take 10 s); the nodes import them when they run."""
+    script = (
+        "import sys\n"
+        "from bert_pipeline.pipeline_registry import register_pipelines\n"
+        "from bert_pipeline.hooks.run_guard import PARAMETER_PARSERS, _parser\n"
+        "import bert_pipeline.glue.config\n"
+        "register_pipelines()\n"
+        "parsers = [_parser(path) for path in PARAMETER_PARSERS.values()]\n"
+        "heavy = ('torch', 'lightning', 'dask.dataframe', 'matplotlib', 'transformers')\n"
+        "loaded = [m for m in heavy if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    _python(script, project_root)

@@ -101,6 +101,6 @@ def test_data_summary_is_logged_as_parameters_not_one_point_metrics(store):
 
 
 def tiny_config():
-    from bert_pipeline.glue.finetune import GlueConfig
+    from bert_pipeline.glue.config import GlueConfig
 
     return GlueConfig()

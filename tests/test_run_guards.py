@@ -209,3 +209,6 @@ def test_a_failed_run_says_what_is_wrong_in_a_few_lines(tmp_path, project_root):
     )
     assert "Traceback" in (tmp_path / "logs" / "last_error.log").read_text()
     assert not any("Warning" in line for line in output)
+    # refused before Kedro's session: no MLflow store, no run folder, no lock
+    assert not (tmp_path / "mlflow.db").exists()
+    assert not (tmp_path / "data").exists()

@@ -28,7 +28,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_pipeline.glue.finetune import GlueConfig, finetune_task
+from bert_pipeline.glue.config import GlueConfig
+from bert_pipeline.glue.finetune import finetune_task
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.metrics import task_score
 from bert_pipeline.glue.tasks import get_task

@@ -8,9 +8,11 @@ Everything else is Kedro's own `run` command, options included.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 import click
 from kedro.framework.cli.project import run as kedro_run
@@ -34,6 +36,7 @@ def _run(verbose: bool, **kwargs):
             LOGGING.data["loggers"][name] = {"level": "INFO"}
         LOGGING.configure(LOGGING.data)
     try:
+        check_parameters_first(kwargs)
         return kedro_run.callback(**kwargs)
     except Exception as exc:
         if verbose:
@@ -43,6 +46,40 @@ def _run(verbose: bool, **kwargs):
         click.secho(f"Error: {short_reason(exc)}", fg="red", err=True)
         click.echo(f"Full traceback: {ERROR_LOG}, or run again with --verbose.", err=True)
         sys.exit(1)
+
+
+def check_parameters_first(kwargs: dict) -> None:
+    """The run guard's parameter check, before Kedro opens a session: a refused run then costs
+    no MLflow store, no lock and no import of every dataset class (kedro-mlflow loads them all
+    when the catalog is made). The hook checks again for sessions made in Python. An unknown
+    pipeline name is left to Kedro's own message."""
+    from kedro.framework.project import pipelines
+    from kedro.pipeline import Pipeline
+
+    from bert_pipeline.hooks.run_guard import check_parameters
+    from bert_pipeline.pipeline_registry import run_parameters
+
+    names = [kwargs["pipeline"]] if kwargs.get("pipeline") else list(kwargs.get("pipelines") or [])
+    if any(name not in pipelines for name in names):
+        return
+    selected = sum((pipelines[name] for name in names or ["__default__"]), Pipeline([])).filter(
+        tags=tuple(kwargs.get("tags") or ()),
+        from_nodes=kwargs.get("from_nodes"),
+        to_nodes=kwargs.get("to_nodes"),
+        node_names=tuple(kwargs.get("node_names") or ()),
+        from_inputs=kwargs.get("from_inputs"),
+        to_outputs=kwargs.get("to_outputs"),
+        node_namespaces=kwargs.get("namespaces"),
+    )
+    parameters = run_parameters()
+
+    def load(name: str) -> Any:
+        value: Any = parameters
+        for key in name.removeprefix("params:").split("."):
+            value = (value or {}).get(key)
+        return value
+
+    check_parameters(selected, load, kwargs.get("env") or os.environ.get("KEDRO_ENV"))
 
 
 run = click.Command(

@@ -44,13 +44,15 @@ def register_pipelines() -> dict[str, Pipeline]:
 def run_parameters() -> dict[str, Any]:
     """The parameters of the configuration this command runs with, read the way Kedro reads
     them (the project's settings: loader class, its arguments, conf source), for the structure
-    that depends on them: the conf source and env are those the kedro command line names
-    (`--conf-source`, `--env`), else $KEDRO_ENV and the project's conf folder."""
+    that depends on them: the conf source, env and runtime parameters are those the kedro
+    command line names (`--conf-source`, `--env`, `--params`), else $KEDRO_ENV and the
+    project's conf folder."""
     context = click.get_current_context(silent=True)
     cli = context.params if context is not None else {}
     loader = settings.CONFIG_LOADER_CLASS(
         conf_source=str(cli.get("conf_source") or _project_conf()),
         env=cli.get("env") or os.environ.get("KEDRO_ENV"),
+        runtime_params=cli.get("params") or None,
         **settings.CONFIG_LOADER_ARGS,
     )
     return loader["parameters"]

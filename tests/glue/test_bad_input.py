@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kedro.io.core import DatasetError
 
-from bert_pipeline.glue.finetune import glue_params
+from bert_pipeline.glue.config import glue_params
 from bert_pipeline.glue.loading import (
     GlueDataError,
     load_glue_tsv_task,

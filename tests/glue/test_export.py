@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from bert_pipeline.glue.finetune import GlueConfig, finetune_task
+from bert_pipeline.glue.config import GlueConfig
+from bert_pipeline.glue.finetune import finetune_task
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import TASKS, get_task
 from bert_pipeline.model.checkpoint import write_checkpoint

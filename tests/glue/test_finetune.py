@@ -5,13 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from bert_pipeline.glue.config import GlueConfig
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.finetune import (
-    GlueConfig,
-    finetune_task,
-    predict,
-    tokenizer_from_checkpoint,
-)
+from bert_pipeline.glue.finetune import finetune_task, predict, tokenizer_from_checkpoint
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model import BertForSequenceClassification

@@ -7,8 +7,13 @@ import math
 import pandas as pd
 import pytest
 
-from bert_pipeline.glue.metrics import compute_metrics, glue_average, task_score
-from bert_pipeline.glue.report import submission_files, summary_markdown, summary_table
+from bert_pipeline.glue.metrics import compute_metrics, task_score
+from bert_pipeline.glue.report import (
+    glue_average,
+    submission_files,
+    summary_markdown,
+    summary_table,
+)
 from bert_pipeline.glue.tasks import get_task
 
 

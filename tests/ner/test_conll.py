@@ -7,6 +7,7 @@ import pytest
 from kedro.io.core import DatasetError
 
 from bert_pipeline.io.conll_dataset import ConllDataset, ConllPredictionsDataset
+from bert_pipeline.ner.config import CONLL_LABELS
 from bert_pipeline.ner.conll import (
     NerDataError,
     iob1_to_iob2,
@@ -15,7 +16,6 @@ from bert_pipeline.ner.conll import (
     read_conll,
     write_conll,
 )
-from bert_pipeline.ner.finetune import CONLL_LABELS
 from bert_pipeline.schemas.ner import sentences
 from tests.ner.helpers import conll_text, write_conll_folder
 

@@ -14,12 +14,10 @@ from bert_pipeline.model.checkpoint import (
     model_from_checkpoint,
     tokenizer_from_checkpoint,
 )
+from bert_pipeline.ner.config import CONLL_LABELS, NerConfig, NerFeatureConfig
 from bert_pipeline.ner.conll import parse_conll
 from bert_pipeline.ner.features import build_windows, encode_split
 from bert_pipeline.ner.finetune import (
-    CONLL_LABELS,
-    NerConfig,
-    NerFeatureConfig,
     feature_cache,
     finetune_ner,
     tagger_from_state,
@@ -187,7 +185,7 @@ def test_bad_parameters_are_named():
     ],
 )
 def test_ner_parameters_refuse_unknown_and_misplaced_keys(params, message):
-    from bert_pipeline.ner.finetune import ner_config
+    from bert_pipeline.ner.config import ner_config
     from bert_pipeline.training.config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
@@ -195,7 +193,7 @@ def test_ner_parameters_refuse_unknown_and_misplaced_keys(params, message):
 
 
 def test_ner_config_reads_each_section_with_the_shared_labels():
-    from bert_pipeline.ner.finetune import ner_config
+    from bert_pipeline.ner.config import ner_config
 
     params = {"labels": CONLL_LABELS, "finetune": {"epochs": 4}, "feature_based": {"lstm_width": 8}}
     finetune, features = ner_config(params, "finetune"), ner_config(params, "feature_based")

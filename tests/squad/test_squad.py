@@ -12,10 +12,11 @@ import pytest
 from bert_pipeline.io.squad_dataset import SquadDataset
 from bert_pipeline.model.checkpoint import tokenizer_from_checkpoint
 from bert_pipeline.schemas.squad import questions
+from bert_pipeline.squad.config import SquadConfig
 from bert_pipeline.squad.data import SquadDataError, read_squad, table_from_hf
 from bert_pipeline.squad.evaluation import best_answers, normalize_answer, squad_metrics
 from bert_pipeline.squad.features import build_windows
-from bert_pipeline.squad.finetune import SquadConfig, finetune_squad
+from bert_pipeline.squad.finetune import finetune_squad
 from bert_pipeline.training.config import ConfigError
 from tests.glue.helpers import tiny_checkpoint
 from tests.squad.helpers import squad_document, write_squad_folder
@@ -209,7 +210,7 @@ def test_bad_parameters_are_named():
     ],
 )
 def test_squad_parameters_are_parsed_whole(params, message):
-    from bert_pipeline.squad.finetune import squad_params
+    from bert_pipeline.squad.config import squad_params
 
     with pytest.raises(ConfigError, match=message):
         squad_params(params)

@@ -9,7 +9,7 @@ here; MLflow is used only when a run id is given.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
@@ -17,6 +17,7 @@ import pandas as pd
 import torch
 from tokenizers import Tokenizer
 
+from bert_pipeline.glue.config import GlueConfig
 from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import GlueTask
@@ -27,83 +28,13 @@ from bert_pipeline.model.checkpoint import (
     tokenizer_from_checkpoint,
     with_new_head,
 )
-from bert_pipeline.model.config import CLASSIFIER_POOLINGS
-from bert_pipeline.training.config import parse_params, require
+from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import (
-    FinetuneConfig,
     FinetuneDataModule,
-    TrialParams,
     best_summary,
     run_grid,
     sequential_loader,
 )
-
-
-@dataclass
-class GlueConfig(FinetuneConfig):
-    """The shared hyperparameters plus what the classifier reads: `classifier_pooling` "cls"
-    (the paper's pooled [CLS]) or "mean" (the mean of the last layer, for encoders pretrained
-    without NSP); the model config's field of that name, which config.json keeps."""
-
-    classifier_pooling: str = "cls"
-
-    def check(self, root: str) -> None:
-        super().check(root)
-        require(
-            self.classifier_pooling in CLASSIFIER_POOLINGS,
-            root,
-            "classifier_pooling",
-            f"must be one of {list(CLASSIFIER_POOLINGS)}",
-            self.classifier_pooling,
-        )
-
-
-@dataclass
-class GlueData:
-    max_train_examples: int | None = None  # seeded subsample of train per task; None: all
-    max_eval_examples: int | None = None  # the same for each dev split
-    sample_seed: int = 0
-
-
-@dataclass
-class GlueParams:
-    """The `finetune_glue` parameters; a task's GlueConfig is `defaults` overridden by
-    `hyperparameters.<task>` (`task_config`)."""
-
-    tasks: list[str] = field(default_factory=list)
-    init_from_mnli: list[str] = field(default_factory=list)
-    registered_model_name: str | None = None
-    data: GlueData = field(default_factory=GlueData)
-    defaults: dict[str, Any] = field(default_factory=dict)
-    hyperparameters: dict[str, Any] = field(default_factory=dict)
-
-    def task_config(self, task: str, root: str = "finetune_glue") -> GlueConfig:
-        GlueConfig.from_params(self.defaults, f"{root}.defaults")
-        overrides = self.hyperparameters.get(task) or {}
-        return GlueConfig.from_params(
-            {**self.defaults, **overrides}, f"{root}.hyperparameters.{task}"
-        )
-
-    def task_configs(self, tasks: list[str], root: str = "finetune_glue") -> dict[str, GlueConfig]:
-        """Every task's config; a task that starts from the MNLI model (`init_from_mnli`) must
-        read what MNLI's classifier read (a mean-pooled one has no pooler)."""
-        configs = {task: self.task_config(task, root) for task in tasks}
-        for task in self.init_from_mnli:
-            if task in configs and "mnli" in configs:
-                ours, mnli = configs[task].classifier_pooling, configs["mnli"].classifier_pooling
-                require(
-                    ours == mnli,
-                    f"{root}.hyperparameters.{task}",
-                    "classifier_pooling",
-                    f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
-                    f"classifier_pooling={mnli!r}: use one pooling for both",
-                    ours,
-                )
-        return configs
-
-
-def glue_params(params: Mapping[str, Any] | None) -> GlueParams:
-    return parse_params(GlueParams, params, "finetune_glue")
 
 
 @dataclass

@@ -10,7 +10,7 @@ from torchmetrics import Metric
 from torchmetrics.classification import BinaryF1Score, MatthewsCorrCoef, MulticlassAccuracy
 from torchmetrics.regression import PearsonCorrCoef, SpearmanCorrCoef
 
-from bert_pipeline.glue.tasks import GLUE_SCORE_TASKS, GlueTask
+from bert_pipeline.glue.tasks import GlueTask
 
 
 def _metric(name: str, task: GlueTask) -> Metric:
@@ -45,11 +45,3 @@ def task_score(metrics: Mapping[str, Mapping[str, float]]) -> float:
     """One number per task: its metrics averaged, then its dev splits (MNLI m/mm) averaged."""
     per_split = [sum(m.values()) / len(m) for m in metrics.values()]
     return sum(per_split) / len(per_split)
-
-
-def glue_average(scores: Mapping[str, float]) -> tuple[float | None, list[str]]:
-    """Mean task score over the GLUE-score tasks present (WNLI excluded) and which they were."""
-    used = [t for t in GLUE_SCORE_TASKS if t in scores]
-    if not used:
-        return None, []
-    return sum(scores[t] for t in used) / len(used), used

@@ -12,7 +12,8 @@ import torch
 from bert_pipeline.glue.metrics import compute_metrics, task_score
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
-from bert_pipeline.training.finetune import FinetuneModule, TrialParams
+from bert_pipeline.training.config import TrialParams
+from bert_pipeline.training.finetune import FinetuneModule
 
 
 class GlueModule(FinetuneModule):

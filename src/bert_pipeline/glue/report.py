@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
-from bert_pipeline.glue.metrics import glue_average
 from bert_pipeline.glue.tasks import GLUE_SCORE_TASKS, TASKS, get_task
 
 SUMMARY_COLUMNS = [
@@ -20,6 +19,14 @@ SUMMARY_COLUMNS = [
     "best_epoch",
     "train_examples",
 ]
+
+
+def glue_average(scores: Mapping[str, float]) -> tuple[float | None, list[str]]:
+    """Mean task score over the GLUE-score tasks present (WNLI excluded) and which they were."""
+    used = [t for t in GLUE_SCORE_TASKS if t in scores]
+    if not used:
+        return None, []
+    return sum(scores[t] for t in used) / len(used), used
 
 
 def _split_label(split: str) -> str:

@@ -10,6 +10,7 @@ node runs and nothing is saved when a later node would fail on its inputs.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ PARAMETER_PARSERS = {
     "params:pretrain_data.tokenizer": f"{_DATA_NODES}:tokenizer_config",
     "params:pretrain_data.examples": f"{_DATA_NODES}:example_config",
     "params:pretrain_model": "bert_pipeline.training.config:TrainingConfig.from_params",
-    "params:finetune_ner": "bert_pipeline.ner.finetune:ner_params",
-    "params:finetune_squad": "bert_pipeline.squad.finetune:squad_params",
+    "params:finetune_ner": "bert_pipeline.ner.config:ner_params",
+    "params:finetune_squad": "bert_pipeline.squad.config:squad_params",
 }
 # models a pipeline may read without making them: they must exist before it starts
 MODEL_INPUTS = {
@@ -80,20 +81,27 @@ def _parser(path: str):
 
 def check_run(pipeline, catalog, env: str | None) -> None:
     """Every typed parameter parsed, the GLUE tasks those of `env`, the models it reads there."""
+    check_parameters(pipeline, catalog.load, env)
+    inputs = pipeline.inputs()
+    check_models(inputs, catalog)
+    check_made_inputs(inputs - set(MODEL_INPUTS), catalog)
+
+
+def check_parameters(pipeline, load: Callable[[str], Any], env: str | None) -> None:
+    """Every `params:` input of the pipeline's nodes parsed as its node parses it; `load` gives
+    an input's value (the catalog's, or the configuration's before a session exists)."""
     inputs = pipeline.inputs()
     for name, parser in PARAMETER_PARSERS.items():
         if name in inputs:
-            _parser(parser)(catalog.load(name))
+            _parser(parser)(load(name))
     if "params:finetune_glue" in inputs:
-        check_glue_tasks(pipeline, catalog.load("params:finetune_glue"), env)
-    check_models(inputs, catalog)
-    check_made_inputs(inputs - set(MODEL_INPUTS), catalog)
+        check_glue_tasks(pipeline, load("params:finetune_glue"), env)
 
 
 def check_glue_tasks(pipeline, params: dict[str, Any], env: str | None) -> None:
     """The namespaces were built from the configuration of this run, and each task's settings
     parse (the pipeline is built from `finetune_glue.tasks` of the env the command line names)."""
-    from bert_pipeline.glue.finetune import glue_params
+    from bert_pipeline.glue.config import glue_params
 
     glue = glue_params(params)
     built = sorted({n.namespace for n in pipeline.nodes if n.namespace})

@@ -18,19 +18,11 @@ from torch.utils.data import Dataset
 
 from bert_pipeline.model import BertModel, hidden_states
 from bert_pipeline.model.bert import IGNORE_INDEX
+from bert_pipeline.ner.config import LAYER_CHOICES
 from bert_pipeline.ner.features import split_words
 from bert_pipeline.ner.metrics import entity_metrics
-from bert_pipeline.training.finetune import FinetuneModule, TrialParams
-
-# The paper's Table 7 choices; layer 0 is the embeddings' output, L the last layer's.
-LAYER_CHOICES = (
-    "embeddings",
-    "second_to_last",
-    "last",
-    "weighted_sum_all",
-    "sum_last_four",
-    "concat_last_four",
-)
+from bert_pipeline.training.config import TrialParams
+from bert_pipeline.training.finetune import FinetuneModule
 
 
 def choice_layers(choice: str, num_layers: int) -> list[int]:

@@ -1,15 +1,3 @@
-"""BERT pretraining with Lightning, usable without Kedro (the pipeline nodes are thin wrappers)."""
-
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
-from bert_pipeline.training.data import PretrainingDataModule
-from bert_pipeline.training.module import BertPretrainingModule
-from bert_pipeline.training.trainer import TrainingResult, run_training
-
-__all__ = [
-    "BertPretrainingModule",
-    "PretrainingDataModule",
-    "TrainingConfig",
-    "TrainingConfigError",
-    "TrainingResult",
-    "run_training",
-]
+"""BERT pretraining and fine-tuning with Lightning, usable without Kedro (the pipeline nodes are
+thin wrappers): `config` (typed settings, no ML framework), `trainer.run_training` (pretraining),
+`finetune` (the shared fine-tuning core), `launch` (torchrun / srun entry point)."""

@@ -187,3 +187,84 @@ class TrainingConfig(DeviceParams):
             self.val_split,
         )
         require(self.num_workers >= 0, root, "num_workers", "must be >= 0", self.num_workers)
+
+
+@dataclass
+class FinetuneConfig(DeviceParams):
+    """Hyperparameters of one task (paper defaults: batch 32, 3 epochs, lr in {5,4,3,2}e-5)."""
+
+    learning_rates: list[float] = field(default_factory=lambda: [2e-5])
+    seeds: list[int] = field(default_factory=lambda: [42])
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    epochs: int = 3
+    warmup_proportion: float = 0.1
+    weight_decay: float = 0.01
+    max_seq_length: int = 128
+    lowercase: bool = True
+    log_every_n_steps: int = 10
+    deterministic: Any = True
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
+        """Typed and checked; errors name the parameter as `<where>.<key>`."""
+        return parse_params(cls, params, where)
+
+    def check(self, root: str) -> None:
+        self.check_devices(root)
+        for name in ("learning_rates", "seeds"):
+            require(
+                bool(getattr(self, name)),
+                root,
+                name,
+                "must be a non-empty list",
+                getattr(self, name),
+            )
+        for name in (
+            "batch_size",
+            "eval_batch_size",
+            "epochs",
+            "max_seq_length",
+            "log_every_n_steps",
+        ):
+            require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
+        require(
+            0 <= self.warmup_proportion < 1,
+            root,
+            "warmup_proportion",
+            "must be in [0, 1)",
+            self.warmup_proportion,
+        )
+        for name in ("devices", "num_nodes"):
+            require(
+                getattr(self, name) == 1,
+                root,
+                name,
+                "must be 1: a task trains on one device",
+                getattr(self, name),
+            )
+        require(
+            min(self.learning_rates) > 0,
+            root,
+            "learning_rates",
+            "must be > 0",
+            self.learning_rates,
+        )
+        require(self.weight_decay >= 0, root, "weight_decay", "must be >= 0", self.weight_decay)
+
+
+@dataclass
+class TrialParams:
+    """One trial of the lr x seed grid; the total step count comes from the Trainer."""
+
+    learning_rate: float
+    seed: int
+    weight_decay: float = 0.01
+    warmup_proportion: float = 0.1
+    tag: str = ""  # a further grid axis of the task (the feature-based tagger's layer choice)
+
+    @property
+    def name(self) -> str:
+        """Prefix of the trial's metrics in the task's MLflow run."""
+        prefix = f"{self.tag}_" if self.tag else ""
+        return f"{prefix}lr_{self.learning_rate:g}_seed_{self.seed}"

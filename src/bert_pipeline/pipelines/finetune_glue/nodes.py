@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bert_pipeline.glue.finetune import FinetuneResult, GlueConfig, finetune_task, glue_params
+from bert_pipeline.glue.config import GlueConfig, glue_params
 from bert_pipeline.glue.report import (
     submission_files,
     summary_markdown,
@@ -16,8 +16,10 @@ from bert_pipeline.glue.report import (
 )
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.card import glue_card
-from bert_pipeline.model.checkpoint import checkpoint_source
 from bert_pipeline.tracking import TaskRun, describe_run, task_run
+
+if TYPE_CHECKING:
+    from bert_pipeline.glue.finetune import FinetuneResult
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +108,9 @@ def finetune_glue_task(
     hyperparameters, per-epoch dev metrics of every trial, predictions and the best model as
     a registered pyfunc model (`bert_pipeline.serving`).
     """
+    from bert_pipeline.glue.finetune import finetune_task
+    from bert_pipeline.model.checkpoint import checkpoint_source
+
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
     source = checkpoint_source(pretrained, "glue_pretrained_model", "glue_model_dir")

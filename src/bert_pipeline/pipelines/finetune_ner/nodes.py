@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from bert_pipeline.model.checkpoint import checkpoint_source
-from bert_pipeline.ner.finetune import (
-    NerResult,
-    feature_cache,
-    finetune_ner,
-    ner_config,
-    ner_params,
-    train_feature_tagger,
-)
+from bert_pipeline.ner.config import ner_config, ner_params
 from bert_pipeline.tracking import TaskRun, task_run
+
+if TYPE_CHECKING:
+    from bert_pipeline.ner.finetune import NerResult
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +33,8 @@ def build_ner_tables(
 
 
 def _source(checkpoint: dict) -> str:
+    from bert_pipeline.model.checkpoint import checkpoint_source
+
     return checkpoint_source(checkpoint, "ner_pretrained_model", "ner_model_dir")
 
 
@@ -89,6 +86,8 @@ def finetune_ner_model(
     params: dict[str, Any],
 ) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
     """Fine-tunes BERT for NER: the best model, its record and the dev/test predictions."""
+    from bert_pipeline.ner.finetune import finetune_ner
+
     config = ner_config(params, "finetune")
     tags = {"ner_mode": "finetune"}
     inputs = _inputs((train, dev, test))
@@ -121,6 +120,8 @@ def extract_ner_features(
     params: dict[str, Any],
 ) -> dict:
     """The frozen encoder's word features of all splits, computed once (the feature cache)."""
+    from bert_pipeline.ner.finetune import feature_cache
+
     config = ner_config(params, "feature_based")
     tables = {"train": train, "dev": dev, "test": test}
     return feature_cache(tables, pretrained, config, source=_source(pretrained))
@@ -134,6 +135,8 @@ def train_ner_feature_tagger(
     params: dict[str, Any],
 ) -> tuple[dict, dict, pd.DataFrame, pd.DataFrame]:
     """Trains the BiLSTM tagger on the cached features, over the configured layer choices."""
+    from bert_pipeline.ner.finetune import train_feature_tagger
+
     config = ner_config(params, "feature_based")
     tags = {"ner_mode": "feature_based"}
     with task_run("ner_feature_based", tags, config, _inputs((train, dev, test))) as run:

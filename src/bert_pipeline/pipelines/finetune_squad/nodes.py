@@ -8,9 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from bert_pipeline.model.checkpoint import checkpoint_source
+from bert_pipeline.squad.config import squad_params
 from bert_pipeline.squad.data import official_predictions, squad_version
-from bert_pipeline.squad.finetune import finetune_squad, squad_params
 from bert_pipeline.tracking import task_run
 
 logger = logging.getLogger(__name__)
@@ -50,6 +49,9 @@ def finetune_squad_model(
 ) -> tuple[dict, dict, str, dict]:
     """Fine-tunes BERT for SQuAD: the best model, its record, predictions.json (official format)
     and the null odds (v2.0: no-answer score minus best span score per question)."""
+    from bert_pipeline.model.checkpoint import checkpoint_source
+    from bert_pipeline.squad.finetune import finetune_squad
+
     squad = squad_params(params)
     config = squad.training
     source = checkpoint_source(pretrained, "squad_pretrained_model", "squad_model_dir")

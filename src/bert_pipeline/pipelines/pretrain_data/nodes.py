@@ -9,23 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
-
-import dask.dataframe as dd
-from tokenizers import Tokenizer
+from typing import TYPE_CHECKING, Any
 
 from bert_pipeline.data.examples import ExampleConfig
-from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
-from bert_pipeline.data.stages import (
-    binary_looking_documents,
-    example_shards,
-    sample_sentences,
-    sentences_frame,
-    shard_statistics,
-)
-from bert_pipeline.data.stats import merge_statistics, summary
-from bert_pipeline.data.tokenizer import TokenizerParams, tokenizer_from_vocab, train_tokenizer
-from bert_pipeline.training.config import parse_params
+from bert_pipeline.data.tokenizer import TokenizerParams
+from bert_pipeline.params import parse_params
+
+if TYPE_CHECKING:
+    import dask.dataframe as dd
+    from tokenizers import Tokenizer
+
+    from bert_pipeline.data.shards import ExampleShards
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +36,17 @@ def ingest_corpus(corpus: dd.DataFrame) -> dd.DataFrame:
 
 def split_sentences(documents: dd.DataFrame, language: str) -> dd.DataFrame:
     """Sentences table (doc_id, sentence_index, text), indexed by document number."""
+    from bert_pipeline.data.stages import sentences_frame
+
     return sentences_frame(documents, language)
 
 
 def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenizer:
     """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece
     on a seeded sample of `sample_size` sentences."""
+    from bert_pipeline.data.stages import sample_sentences
+    from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
+
     cfg = tokenizer_config(params)
     if cfg.vocab_file:
         return tokenizer_from_vocab(cfg.vocab_file, lowercase=cfg.lowercase)
@@ -70,6 +69,9 @@ def create_examples(
     sentences: dd.DataFrame, tokenizer: Tokenizer, params: dict[str, Any]
 ) -> ExampleShards:
     """Lazy example shards, stamped with the tokenizer and parameters that make them."""
+    from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
+    from bert_pipeline.data.stages import example_shards
+
     cfg = example_config(params)
     parts = example_shards(sentences, tokenizer, cfg, cfg.documents_per_shard)
     logger.info(
@@ -90,6 +92,9 @@ def summarize_examples(
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The statistics report (per shard, merged) and its summary figures; its warnings (heavy
     truncation, binary-looking input) are logged one line each and counted in the report."""
+    from bert_pipeline.data.stages import binary_looking_documents, shard_statistics
+    from bert_pipeline.data.stats import merge_statistics, summary
+
     examples.check_tokenizer(tokenizer)
     cfg = example_config(params)
     stats = merge_statistics(shard_statistics(examples.paths(), cfg, tokenizer), cfg)

@@ -5,29 +5,19 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import torch  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
+from bert_pipeline.model.card import pretrained_card
+from bert_pipeline.tracking import active_run, describe_run, log_model, log_table_input
+from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 
-from bert_pipeline.data.shards import ExampleShards  # noqa: E402
-from bert_pipeline.model.card import pretrained_card  # noqa: E402
-from bert_pipeline.model.checkpoint import model_to_checkpoint  # noqa: E402
-from bert_pipeline.tracking import (  # noqa: E402
-    active_run,
-    describe_run,
-    log_model,
-    log_table_input,
-)
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError  # noqa: E402
-from bert_pipeline.training.launch import launch_subprocess  # noqa: E402
-from bert_pipeline.training.trainer import run_training  # noqa: E402
+if TYPE_CHECKING:
+    import matplotlib.pyplot as plt
+    from tokenizers import Tokenizer
+
+    from bert_pipeline.data.shards import ExampleShards
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +26,8 @@ PRETRAINED_MODEL = "bert-pretrained"  # the LoggedModel's name (the registered o
 
 def _local_processes(cfg: TrainingConfig) -> int:
     """How many processes this machine needs: the device count when it is more than one."""
+    import torch
+
     if cfg.num_nodes > 1:
         raise TrainingConfigError(
             f"pretrain_model.num_nodes={cfg.num_nodes}: a Kedro node runs on one machine; start "
@@ -60,6 +52,12 @@ def pretrain_bert(
     Examples made with another tokenizer (a data run that did not finish) are refused; NSP and
     the dynamic-masking draw are the examples' own settings (their manifest).
     """
+    import pyarrow as pa
+
+    from bert_pipeline.model.checkpoint import model_to_checkpoint
+    from bert_pipeline.training.launch import launch_subprocess
+    from bert_pipeline.training.trainer import run_training
+
     examples.check_tokenizer(tokenizer)
     cfg = TrainingConfig.for_examples(params, examples)
     run_id, tracking_uri = active_run()
@@ -144,6 +142,11 @@ def log_pretrained_model(
 
 def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:
     """Training and validation MLM loss (left) and validation accuracies (right) against steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
     series = {name: group.sort_values("step") for name, group in history.groupby("metric")}
     for name, style in (

@@ -74,6 +74,13 @@ def test_model_throughput(project_root, tmp_path):
     assert "| tiny | 1 |" in out.read_text()
 
 
+def test_cli_startup(project_root, tmp_path):
+    out = tmp_path / "cli_startup.md"
+    run_tool(project_root, "cli_startup.py", "--repeats", "1", "--output", str(out))
+    text = out.read_text()
+    assert "| kedro --help |" in text and "| refused kedro run |" in text
+
+
 def test_training_speed(project_root, tmp_path):
     out = tmp_path / "training_speed.md"
     run_tool(

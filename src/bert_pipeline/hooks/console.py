@@ -3,8 +3,8 @@
 Kedro's own per-node and per-dataset lines are off in conf/logging.yml (`kedro run --verbose`
 brings them back); these lines say the same in two per node, with the node's duration.
 Libraries change logging when imported, after Kedro applied conf/logging.yml: kedro-mlflow
-(with the plugins) sets its level, lightning (with the pipelines) adds a handler of its own that
-would print every line twice. The configuration is applied again once they are in.
+(with the plugins) sets its level, so the configuration is applied again once it is in
+(lightning, imported by the training nodes, drops its own handler in `training.core`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.t
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,21 @@ from torch import nn
 from bert_pipeline import tracking
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
+
+
+def print_lightning_records_once() -> None:
+    """`import lightning` gives its package logger a stderr handler of its own ("INFO: ...")
+    even where the application configured logging; there (a root handler, as conf/logging.yml
+    makes in a `kedro run`) every Lightning record, which also propagates to the root, would
+    print twice. lightning.pytorch follows the same rule for the handler it adds."""
+    package = logging.getLogger("lightning")
+    if package.propagate and logging.getLogger().hasHandlers():
+        for handler in list(package.handlers):
+            package.removeHandler(handler)
+
+
+# Every training path (pretraining, each fine-tuning task) imports this module before it logs.
+print_lightning_records_once()
 
 
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:

@@ -194,7 +194,8 @@ def served(tmp_path_factory) -> str:
     uri = f"sqlite:///{root / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     try:
-        with mlflow.start_run():
+        artifacts = (root / "mlartifacts").as_uri()  # not ./mlruns of the checkout
+        with mlflow.start_run(experiment_id=mlflow.create_experiment("serving", artifacts)):
             example = pd.DataFrame({"text_a": ["a farmer hears."], "text_b": ["two birds."]})
             logged = log_bert_model(write_checkpoint(checkpoint, root / "m"), example)
     finally:

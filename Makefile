@@ -64,7 +64,11 @@ mlflow-ui: setup
 		--backend-store-uri sqlite:///mlflow.db --port 5000 --workers 1
 
 # A registered model over HTTP (docs/mlflow.md): make serve MODEL=models:/bert-pretrained@best
+# MODEL_CONFIG replaces logged settings of the model, e.g. its request limits:
+# make serve MODEL_CONFIG='{"max_rows": 16, "max_text_chars": 2000}'
 MODEL ?= models:/bert-pretrained/latest
+MODEL_CONFIG ?= {}
 serve: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" MLFLOW_TRACKING_URI=sqlite:///mlflow.db $(BIN)/mlflow models serve \
+	PATH="$(CURDIR)/$(BIN):$$PATH" MLFLOW_TRACKING_URI=sqlite:///mlflow.db \
+		SERVING_MODEL_CONFIG='$(MODEL_CONFIG)' $(BIN)/mlflow models serve \
 		-m $(MODEL) --env-manager local --host 127.0.0.1 --port 5001

@@ -12,12 +12,18 @@ of a regression task (STS-B): `score`; of the pretrained encoder: `cls_embedding
 layer's [CLS] vector) and `mean_embedding` (the mean over the tokens), lists of floats.
 The NER tagger reads `text_a` (words separated by spaces) and answers `tokens` and `tags`; the
 SQuAD reader reads `question` and `context` and answers `answer` and `null_score_diff`.
+
+A request the model cannot answer (no rows, a missing, null, blank or non-string text, more rows
+or longer texts than its `RequestLimits`) raises `BadRequest`: the scoring server answers 400
+with a one-line reason and no stack trace.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import reprlib
 import tempfile
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -25,14 +31,44 @@ from typing import Any
 import mlflow
 import pandas as pd
 import torch
+from mlflow.exceptions import MlflowException
 from mlflow.models import ModelSignature
+from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
 from mlflow.types.schema import ColSpec, Schema
 
 import bert_pipeline
 from bert_pipeline.model.checkpoint import MODEL_CARD_FILE
+from bert_pipeline.params import parse_params, require
 
 ARTIFACT = "model"
 REQUIREMENTS = ("torch", "tokenizers", "safetensors", "pandas", "numpy", "mlflow")
+
+
+@dataclass
+class RequestLimits:
+    """The most one request may ask for. Every text is tokenized whole before it is truncated,
+    and the tagger and the reader run one window per `max_seq_length` tokens, so an unbounded
+    request holds the server's memory and time from every other client. Logged in each model's
+    `model_config`; `mlflow models serve` takes other values from `SERVING_MODEL_CONFIG`."""
+
+    max_rows: int = 64
+    max_text_chars: int = 10_000
+
+    def check(self, root: str) -> None:
+        for name in ("max_rows", "max_text_chars"):
+            require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
+
+
+LIMITS = tuple(f.name for f in fields(RequestLimits))
+
+
+class BadRequest(MlflowException):
+    """An input the model cannot answer; the scoring server answers it with HTTP 400 and no
+    stack trace. The server prefixes `message` with the request's data, so the one-line
+    reason is also the answer's own `reason` field."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, error_code=INVALID_PARAMETER_VALUE, reason=reason)
 
 
 class BertPyfunc(mlflow.pyfunc.PythonModel):
@@ -47,6 +83,8 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         folder = context.artifacts[ARTIFACT]
         checkpoint = read_checkpoint(folder)
         options = dict(context.model_config or {})
+        limits = {name: options.pop(name) for name in LIMITS if name in options}
+        self.limits = parse_params(RequestLimits, limits, "model_config")
         self.batch_size = int(options.pop("batch_size", 32))
         options["max_seq_length"] = int(options.get("max_seq_length", 128))
         tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
@@ -55,7 +93,7 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         self.model = kinds.get(architecture, SentenceModel)(checkpoint, folder, tokenizer, options)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        frame = self.model.table(model_input)
+        frame = self.model.table(checked_input(model_input, self.model.inputs, self.limits))
         parts = []
         for group in self.model.groups(frame):
             for start in range(0, len(group), self.batch_size):
@@ -90,8 +128,12 @@ class SentenceModel:
             self.model = model_from_checkpoint(checkpoint, BertModel, source=folder)
 
     @staticmethod
-    def table(model_input: pd.DataFrame) -> pd.DataFrame:
-        return _as_pairs(model_input)
+    def table(frame: pd.DataFrame) -> pd.DataFrame:
+        """`text_a` and `text_b`, None for a single sentence (absent, null or blank)."""
+        out = frame[["text_a"]].copy()
+        text_b = frame.get("text_b")
+        out["text_b"] = None if text_b is None else text_b.mask(text_b.fillna("").str.strip() == "")
+        return out
 
     @staticmethod
     def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
@@ -143,9 +185,8 @@ class TaggerModel:
         self.labels = [id2label.get(str(i), str(i)) for i in range(self.model.num_labels)]
 
     @staticmethod
-    def table(model_input: pd.DataFrame) -> pd.DataFrame:
-        frame = _require(model_input, ["text_a"])
-        return pd.DataFrame({"tokens": frame["text_a"].astype(str).str.split()}, frame.index)
+    def table(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({"tokens": frame["text_a"].str.split()}, frame.index)
 
     @staticmethod
     def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
@@ -189,9 +230,8 @@ class ReaderModel:
         self.model = model_from_checkpoint(checkpoint, BertForQuestionAnswering, source=folder)
 
     @staticmethod
-    def table(model_input: pd.DataFrame) -> pd.DataFrame:
-        frame = _require(model_input, ["question", "context"])
-        return frame[["question", "context"]].astype(str)
+    def table(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame[["question", "context"]]
 
     @staticmethod
     def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
@@ -235,25 +275,39 @@ class ReaderModel:
         )
 
 
-def _require(model_input: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+def checked_input(model_input: Any, inputs: Schema, limits: RequestLimits) -> pd.DataFrame:
+    """The request as a table, or `BadRequest` naming its first problem: a missing column, no
+    rows or too many, a text that is unusable (`_text_problem`)."""
     frame = pd.DataFrame(model_input)
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"input has columns {list(frame.columns)}; expected {columns}")
+    required, optional = inputs.required_input_names(), inputs.optional_input_names()
+    if any(c not in frame.columns for c in required):
+        also = f" and optionally {optional}" if optional else ""
+        raise BadRequest(f"input has columns {list(frame.columns)}; expected {required}{also}")
+    if len(frame) == 0:
+        raise BadRequest(f"input has no rows; expected at least one row of {required}")
+    if len(frame) > limits.max_rows:
+        raise BadRequest(
+            f"input has {len(frame)} rows; the model takes at most max_rows={limits.max_rows}"
+        )
+    for column in [*required, *(c for c in optional if c in frame.columns)]:
+        for row, value in enumerate(frame[column]):
+            if problem := _text_problem(value, column in optional, limits.max_text_chars):
+                raise BadRequest(f"{column} of row {row} {problem}")
     return frame
 
 
-def _as_pairs(model_input: pd.DataFrame) -> pd.DataFrame:
-    """`text_a` (required) and `text_b` (None for single sentences) as a fresh table."""
-    frame = pd.DataFrame(model_input)
-    if "text_a" not in frame.columns:
-        raise ValueError(
-            f"input has columns {list(frame.columns)}; expected text_a and optionally text_b"
-        )
-    text_b = frame["text_b"] if "text_b" in frame.columns else None
-    out = pd.DataFrame({"text_a": frame["text_a"].astype(str)}, index=frame.index)
-    out["text_b"] = None if text_b is None else text_b.where(text_b.notna() & (text_b != ""))
-    return out
+def _text_problem(value: Any, optional: bool, max_chars: int) -> str | None:
+    """Why `value` cannot be read as a text, or None. An optional text (`text_b`) may be null
+    or blank: the row is a single sentence."""
+    if not isinstance(value, str):
+        if pd.api.types.is_scalar(value) and pd.isna(value):
+            return None if optional else "is null; expected a non-empty string"
+        return f"is {reprlib.repr(value)} ({type(value).__name__}); expected a string"
+    if not value.strip():
+        return None if optional else "is blank; expected a non-empty string"
+    if len(value) > max_chars:
+        return f"has {len(value)} characters; the model takes at most max_text_chars={max_chars}"
+    return None
 
 
 def requirements() -> list[str]:
@@ -272,13 +326,14 @@ def log_bert_model(
 ) -> dict[str, Any]:
     """Logs the folder as the pyfunc LoggedModel `name` of the active run (and registers it
     when `registered_name` is given); `options` are the model's settings beside
-    `max_seq_length` (a reader's doc_stride, ...).
+    `max_seq_length` (a reader's doc_stride, ...) and the `RequestLimits` (their defaults
+    otherwise).
 
     The signature comes from running the model on `example`, which is also stored as the input
     example. Returns the model URI, the LoggedModel id and the registered name/version, for
     the run's reports.
     """
-    model_config = {"max_seq_length": max_seq_length, **options}
+    model_config = {"max_seq_length": max_seq_length, **asdict(RequestLimits()), **options}
     probe = BertPyfunc()
     probe.load_context(
         SimpleNamespace(artifacts={ARTIFACT: str(folder)}, model_config=model_config)

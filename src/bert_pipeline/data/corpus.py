@@ -199,9 +199,52 @@ def _prose_documents(
         yield (stem if delimiter is None else f"{stem}:{k}"), "\n".join(current)
 
 
-_WIKI_DOC = re.compile(r'<doc id="([^"]*)"[^>]*>\n(.*?)\n?</doc>', re.DOTALL)
+_WIKI_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
+_WIKI_CLOSE = "</doc>"
 # a line that ends a sentence; WikiExtractor leaves section headings and list items without one
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s*$")
+
+
+def _wikiextractor_articles(path: Path, text: str) -> Iterator[tuple[str, list[str]]]:
+    """(page id, lines) of every `<doc ...>` ... `</doc>` block, checked line by line.
+
+    Counting the tags is not enough: a missing `</doc>` and a stray one later balance out and
+    would merge two articles. So every `<doc>` must close before the next opens and no text may
+    stand outside a doc; an error names the file, the line and the doc id.
+    """
+    doc_id, last, lines = None, None, []  # the open doc; the doc opened last, closed or not
+    for number, line in enumerate(text.split("\n"), start=1):
+        at = f"{path} line {number}"
+        if line.startswith("<doc "):
+            tag = _WIKI_OPEN.fullmatch(line.rstrip())
+            if tag is None:
+                raise CorpusError(f"{at}: malformed <doc> tag {line[:80]!r}")
+            if doc_id is not None:
+                raise CorpusError(
+                    f"{at}: <doc id={tag.group(1)!r}> opens before doc id={doc_id!r} "
+                    f"(line {last[1]}) is closed: its </doc> is missing"
+                )
+            doc_id, last, lines = tag.group(1), (tag.group(1), number), []
+        elif line.rstrip() == _WIKI_CLOSE:
+            if doc_id is None:
+                raise CorpusError(f"{at}: </doc> without an open <doc> ({_after(last)})")
+            yield doc_id, lines
+            doc_id = None
+        elif doc_id is not None:
+            lines.append(line)
+        elif line.strip():
+            raise CorpusError(f"{at}: text outside any <doc> ({_after(last)})")
+    if doc_id is not None:
+        raise CorpusError(f"{path}: doc id={doc_id!r} (line {last[1]}) has no </doc> (truncated?)")
+    if last is None:
+        raise CorpusError(f"{path}: no <doc> tag (not WikiExtractor output)")
+
+
+def _after(last: tuple[str, int] | None) -> str:
+    """Where a stray line sits: after which doc (id, opening line)."""
+    if last is None:
+        return "before the first <doc>; not WikiExtractor output?"
+    return f"after doc id={last[0]!r} of line {last[1]}"
 
 
 def _wikiextractor_documents(
@@ -214,18 +257,12 @@ def _wikiextractor_documents(
     with `heading_lines: drop`, as google did for BERT's Wikipedia ("ignore lists, tables and
     headers"); empty articles are dropped by the caller.
     """
-    if "<doc " not in text or text.count("<doc ") != text.count("</doc>"):
-        raise CorpusError(
-            f"{path}: {text.count('<doc ')} <doc> but {text.count('</doc>')} </doc> tags "
-            "(truncated or not WikiExtractor output)"
-        )
-    for match in _WIKI_DOC.finditer(text):
-        lines = match.group(2).split("\n")
+    for doc_id, lines in _wikiextractor_articles(path, text):
         if title_line == "drop":
             lines = lines[1:]
         if heading_lines == "drop":
             lines = [ln for ln in lines if _SENTENCE_END.search(ln)]
-        yield match.group(1), "\n\n".join(ln.strip() for ln in lines if ln.strip())
+        yield doc_id, "\n\n".join(ln.strip() for ln in lines if ln.strip())
 
 
 def _compile(pattern: str | None, name: str) -> re.Pattern | None:

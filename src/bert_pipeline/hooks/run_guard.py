@@ -15,6 +15,7 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from bert_pipeline.hooks.dask_cluster import hook_parameters
 from bert_pipeline.runlock import RunLock
 
 # every parameter entry a node receives -> "module:function", the parser that node applies
@@ -80,7 +81,7 @@ def _parser(path: str):
 
 def check_run(pipeline, catalog, env: str | None) -> None:
     """Every typed parameter parsed, the GLUE tasks those of `env`, the models it reads there."""
-    inputs = pipeline.inputs()
+    inputs = pipeline.inputs() | hook_parameters(pipeline)
     for name, parser in PARAMETER_PARSERS.items():
         if name in inputs:
             _parser(parser)(catalog.load(name))

@@ -79,7 +79,10 @@ def test_kedro_run_into_a_data_dir_in_use_is_refused_before_any_node(
     [
         ({"pretrain_data": {"examples": {"masked_lm_prob": 1.5}}}, "examples.masked_lm_prob=1.5"),
         ({"pretrain_data": {"examples": {"max_seq_length": 4}}}, "examples.max_seq_length=4"),
+        ({"pretrain_data": {"examples": {"max_seq_length": 5}}}, "examples.max_seq_length=5"),
         ({"pretrain_model": {"optimizer": {"lr": -1}}}, "pretrain_model.optimizer.lr=-1.0 must"),
+        ({"pretrain_model": {"model": {"preset": "huge"}}}, "pretrain_model.model.preset='huge'"),
+        ({"pretrain_model": {"model": {"overrides": {"hiden_size": 64}}}}, "model.overrides="),
         ({"pretrain_data": {"dask": {"n_workers": "abc"}}}, r"pretrain_data.dask.n_workers: "),
         ({"pretrain_data": {"dask": {"memory_limit": "lots"}}}, "dask.memory_limit='lots' must"),
     ],

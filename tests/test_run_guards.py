@@ -79,13 +79,20 @@ def test_kedro_run_into_a_data_dir_in_use_is_refused_before_any_node(
     [
         ({"pretrain_data": {"examples": {"masked_lm_prob": 1.5}}}, "examples.masked_lm_prob=1.5"),
         ({"pretrain_data": {"examples": {"max_seq_length": 4}}}, "examples.max_seq_length=4"),
+        ({"pretrain_data": {"examples": {"max_seq_length": 5}}}, "examples.max_seq_length=5"),
         ({"pretrain_model": {"optimizer": {"lr": -1}}}, "pretrain_model.optimizer.lr=-1.0 must"),
+        ({"pretrain_model": {"model": {"preset": "huge"}}}, "pretrain_model.model.preset='huge'"),
+        ({"pretrain_model": {"model": {"overrides": {"hiden_size": 64}}}}, "model.overrides="),
+        ({"pretrain_data": {"dask": {"n_workers": "abc"}}}, r"pretrain_data.dask.n_workers: "),
+        ({"pretrain_data": {"dask": {"memory_limit": "lots"}}}, "dask.memory_limit='lots' must"),
     ],
 )
 def test_bad_parameters_stop_the_run_before_the_first_node(
     tmp_path, project_root, mlflow_uri, params, message
 ):
-    runtime = {"data_dir": str(tmp_path / "data"), **params}
+    """Refused before the first node loads its inputs: the corpus path does not even exist."""
+    corpus = {"corpus": {"path": str(tmp_path / "no_corpus")}}
+    runtime = {"data_dir": str(tmp_path / "data"), **corpus, **params}
     with _session(project_root, runtime) as session:
         with pytest.raises(ValueError, match=message):
             session.run(pipeline_names=["pretrain"])

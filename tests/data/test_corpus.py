@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from bert_pipeline.data.corpus import CorpusError, ingest_documents, split_documents
 from bert_pipeline.schemas.pretraining import DocumentsSchema, SentencesSchema
+from tests.data.conftest import write_wikiextractor
 
 
 def test_prose_folder_one_document_per_file(prose_folder: Path):
@@ -145,6 +147,41 @@ def test_missing_empty_and_blank_sources(tmp_path: Path):
         ingest_documents(
             {"kind": "prose_folder", "path": str(tmp_path / "blank"), "document_delimiter": "("}
         )
+
+
+def _line_of(text: str, part: str) -> int:
+    return text[: text.index(part)].count("\n") + 1
+
+
+def test_wikiextractor_article_without_its_end_tag_is_not_merged_into_the_next(tmp_path: Path):
+    """One </doc> missing and a stray one later: the tag counts match, the file is still bad."""
+    folder = write_wikiextractor(tmp_path, {"AA/wiki_00": ["river", "lake", "hill"]})
+    path = folder / "AA" / "wiki_00.gz"
+    text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    text = text.replace("</doc>\n", "", 1)  # article 100 loses its end tag
+    end_of_101 = text.index("</doc>\n") + len("</doc>\n")
+    text = text[:end_of_101] + "</doc>\n" + text[end_of_101:]
+    assert text.count("<doc ") == text.count("</doc>") == 3
+    path.write_bytes(gzip.compress(text.encode("utf-8")))
+    line = _line_of(text, '<doc id="101"')
+    with pytest.raises(
+        CorpusError,
+        match=rf"AA/wiki_00.gz line {line}: <doc id='101'> opens before doc id='100' \(line 1\)",
+    ):
+        ingest_documents({"kind": "wikiextractor", "path": str(folder)})
+
+
+def test_wikiextractor_text_outside_an_article_is_named(tmp_path: Path):
+    folder = write_wikiextractor(tmp_path, {"AA/wiki_00": ["river", "lake"]})
+    path = folder / "AA" / "wiki_00.gz"
+    text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    text = text.replace("</doc>\n", "</doc>\nA paragraph of no article.\n", 1)
+    path.write_bytes(gzip.compress(text.encode("utf-8")))
+    line = _line_of(text, "A paragraph of no article.")
+    with pytest.raises(
+        CorpusError, match=rf"wiki_00.gz line {line}: text outside any <doc> \(after doc id='100'"
+    ):
+        ingest_documents({"kind": "wikiextractor", "path": str(folder)})
 
 
 def test_zero_sentences_after_cleaning():

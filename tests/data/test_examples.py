@@ -224,6 +224,7 @@ def test_sentence_longer_than_sequence_is_truncated(toy_vocab):
     ("kwargs", "message"),
     [
         ({"max_seq_length": 4}, "max_seq_length=4 is too small"),
+        ({"max_seq_length": 5}, "max_seq_length=5 is too small"),
         ({"masked_lm_prob": 0.0}, "masked_lm_prob"),
         ({"dupe_factor": 0}, "dupe_factor"),
         ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
@@ -293,6 +294,36 @@ def test_text_without_sentence_boundaries_is_reported(toy_vocab):
     assert stats["truncated_share"] > 0.9
     (line,) = stats["warnings"]
     assert line.startswith("shard 0: truncation dropped 99% of the segment tokens (document 'flat'")
+
+
+def test_truncation_warning_names_the_long_document_when_it_is_the_b_side(toy_vocab):
+    """The 5,000-token document is cut most as the random B of another document's example; the
+    warning names it, not that example's A."""
+    short = {f"s{k}": [[10 + k + 2 * j, 11 + k + 2 * j] for j in range(4)] for k in range(6)}
+    corpus = _corpus({"flat": [[10 + i % 40 for i in range(5000)]], **short})
+    cfg = ExampleConfig(max_seq_length=32, dupe_factor=4, seed=0)
+    table = create_examples(corpus, cfg, toy_vocab, progress=False)
+    (line,) = example_statistics(table, cfg, toy_vocab)["warnings"]
+    assert "(document 'flat' lost" in line
+    df = table.to_pandas()
+    worst = df.loc[df["b_truncated_tokens"].idxmax()]
+    assert worst["b_doc_id"] == "flat" and worst["a_doc_id"] != "flat"
+    assert worst["b_truncated_tokens"] > df["a_truncated_tokens"].max()  # cut most as a B
+    assert f"lost {worst['b_truncated_tokens']} tokens in one example" in line
+
+
+def test_max_seq_length_leaves_room_for_two_whole_sentences(toy_vocab):
+    """7 = [CLS] + 2 + [SEP] + 2 + [SEP]: the shortest sentences (a word and its end mark) still
+    make untruncated IsNext pairs; one token less is refused, naming the parameter."""
+    with pytest.raises(ValueError, match=r"pretrain_data.examples.max_seq_length=6 is too small"):
+        ExampleConfig(max_seq_length=6).check()
+    sentences = [[10 + k, 11 + k] for k in range(0, 20, 2)]
+    corpus = _corpus({"a": sentences, "b": sentences})
+    cfg = ExampleConfig(max_seq_length=7, dupe_factor=4, seed=0)
+    df = create_examples(corpus, cfg, toy_vocab, progress=False).to_pandas()
+    is_next = df[df["next_sentence_label"] == 0]
+    assert len(is_next) > len(df) / 4
+    assert (is_next["a_truncated_tokens"] == 0).all() and (is_next["b_truncated_tokens"] == 0).all()
 
 
 def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):

@@ -58,7 +58,10 @@ def test_wikiextractor_articles_from_gzip_and_bz2(wikiextractor_folder: Path):
             gzip.compress(b'<doc id="1" url="u" title="t">\nT\nSome text.\n</doc>\n')[:-12],
             "corrupt",
         ),
-        (gzip.compress(b'<doc id="1" url="u" title="t">\nT\nText that stops.\n'), r"1 <doc> but 0"),
+        (
+            gzip.compress(b'<doc id="1" url="u" title="t">\nT\nText that stops.\n'),
+            r"doc id='1' \(line 1\) has no </doc>",
+        ),
     ],
 )
 def test_bad_wikiextractor_file_is_named(tmp_path: Path, content: bytes, message: str):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import itertools
 import json
 import re
 import zlib
@@ -199,9 +200,52 @@ def _prose_documents(
         yield (stem if delimiter is None else f"{stem}:{k}"), "\n".join(current)
 
 
-_WIKI_DOC = re.compile(r'<doc id="([^"]*)"[^>]*>\n(.*?)\n?</doc>', re.DOTALL)
+_WIKI_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
+_WIKI_CLOSE = "</doc>"
 # a line that ends a sentence; WikiExtractor leaves section headings and list items without one
 _SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s*$")
+
+
+def _wikiextractor_articles(path: Path, text: str) -> Iterator[tuple[str, list[str]]]:
+    """(page id, lines) of every `<doc ...>` ... `</doc>` block, checked line by line.
+
+    Counting the tags is not enough: a missing `</doc>` and a stray one later balance out and
+    would merge two articles. So every `<doc>` must close before the next opens and no text may
+    stand outside a doc; an error names the file, the line and the doc id.
+    """
+    doc_id, last, lines = None, None, []  # the open doc; the doc opened last, closed or not
+    for number, line in enumerate(text.split("\n"), start=1):
+        at = f"{path} line {number}"
+        if line.startswith("<doc "):
+            tag = _WIKI_OPEN.fullmatch(line.rstrip())
+            if tag is None:
+                raise CorpusError(f"{at}: malformed <doc> tag {line[:80]!r}")
+            if doc_id is not None:
+                raise CorpusError(
+                    f"{at}: <doc id={tag.group(1)!r}> opens before doc id={doc_id!r} "
+                    f"(line {last[1]}) is closed: its </doc> is missing"
+                )
+            doc_id, last, lines = tag.group(1), (tag.group(1), number), []
+        elif line.rstrip() == _WIKI_CLOSE:
+            if doc_id is None:
+                raise CorpusError(f"{at}: </doc> without an open <doc> ({_after(last)})")
+            yield doc_id, lines
+            doc_id = None
+        elif doc_id is not None:
+            lines.append(line)
+        elif line.strip():
+            raise CorpusError(f"{at}: text outside any <doc> ({_after(last)})")
+    if doc_id is not None:
+        raise CorpusError(f"{path}: doc id={doc_id!r} (line {last[1]}) has no </doc> (truncated?)")
+    if last is None:
+        raise CorpusError(f"{path}: no <doc> tag (not WikiExtractor output)")
+
+
+def _after(last: tuple[str, int] | None) -> str:
+    """Where a stray line sits: after which doc (id, opening line)."""
+    if last is None:
+        return "before the first <doc>; not WikiExtractor output?"
+    return f"after doc id={last[0]!r} of line {last[1]}"
 
 
 def _wikiextractor_documents(
@@ -214,18 +258,12 @@ def _wikiextractor_documents(
     with `heading_lines: drop`, as google did for BERT's Wikipedia ("ignore lists, tables and
     headers"); empty articles are dropped by the caller.
     """
-    if "<doc " not in text or text.count("<doc ") != text.count("</doc>"):
-        raise CorpusError(
-            f"{path}: {text.count('<doc ')} <doc> but {text.count('</doc>')} </doc> tags "
-            "(truncated or not WikiExtractor output)"
-        )
-    for match in _WIKI_DOC.finditer(text):
-        lines = match.group(2).split("\n")
+    for doc_id, lines in _wikiextractor_articles(path, text):
         if title_line == "drop":
             lines = lines[1:]
         if heading_lines == "drop":
             lines = [ln for ln in lines if _SENTENCE_END.search(ln)]
-        yield match.group(1), "\n\n".join(ln.strip() for ln in lines if ln.strip())
+        yield doc_id, "\n\n".join(ln.strip() for ln in lines if ln.strip())
 
 
 def _compile(pattern: str | None, name: str) -> re.Pattern | None:
@@ -318,68 +356,98 @@ def _hf_rows(spec: HfSource, shard: int, shards: int) -> Iterator[dict]:
         yield {"doc_id": doc_id, "text": row[text_column], "row": i, "source": prefix}
 
 
+def _globs(source: CorpusSource) -> tuple[str, ...]:
+    return (source.glob,) if source.glob else DEFAULT_GLOBS.get(source.kind, ())
+
+
 def corpus_partitions(source: Mapping[str, Any] | CorpusSource) -> list[dict[str, Any]]:
     """The independent pieces of a corpus source, in corpus order: one per file (one in all for
     a `datasets` dataset). Each is the argument of `read_partition`."""
     source = corpus_source(source)
     if source.kind == "hf_dataset":
         return [{"source": source, "shard": i, "shards": n} for i, n in _hf_partitions(source.hf)]
-    globs = (source.glob,) if source.glob else DEFAULT_GLOBS.get(source.kind, ())
     return [
         {"source": source, "path": str(path), "stem": stem}
-        for path, stem in _files(Path(source.path or ""), globs)
+        for path, stem in _files(Path(source.path or ""), _globs(source))
     ]
 
 
-def read_partition(part: dict[str, Any]) -> pd.DataFrame:
-    """The documents table of one partition (may be empty)."""
+def _partition_texts(part: dict[str, Any]) -> Iterator[tuple[str, str, Any, str, int | None]]:
+    """(doc_id, source, text, layout, row) of every document of one partition, read lazily."""
     source: CorpusSource = part["source"]
     kind, errors = source.kind, source.encoding_errors
-    records: list[dict] = []
+    if kind == "hf_dataset":
+        for r in _hf_rows(source.hf, part["shard"], part["shards"]):
+            yield r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"]
+        return
+    path, stem = Path(part["path"]), part["stem"]
+    if kind == "table":
+        for r in _table_rows(path, stem, source.text_column, source.id_column, errors):
+            yield r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"]
+        return
+    text = read_text_file(path, errors)
+    if kind == "google_text":
+        docs, layout = _google_documents(stem, text), LAYOUT_SENTENCES
+    elif kind == "wikiextractor":
+        docs = _wikiextractor_documents(path, text, source.title_line, source.heading_lines)
+        layout = LAYOUT_PROSE
+    else:
+        delimiter = _compile(source.document_delimiter, "pretrain_corpus.document_delimiter")
+        skip = _compile(source.skip_line_regex, "pretrain_corpus.skip_line_regex")
+        docs, layout = _prose_documents(stem, text, delimiter, skip), LAYOUT_PROSE
+    for doc_id, doc_text in docs:
+        yield doc_id, str(path), doc_text, layout, None
 
-    def add(doc_id: str, src: str, text: Any, layout: str, row: int | None = None) -> None:
+
+def _partition_documents(part: dict[str, Any]) -> Iterator[dict[str, str]]:
+    """The non-empty documents of one partition as documents-table rows, read lazily."""
+    for doc_id, src, text, layout, row in _partition_texts(part):
         if not isinstance(text, str):
             at = f"{src} row {row}" if row is not None else src
             raise CorpusError(
                 f"{at}: text of document {doc_id!r} is {type(text).__name__}, not str"
             )
         if text.strip():
-            records.append({"doc_id": doc_id, "source": src, "text": text, "layout": layout})
+            yield {"doc_id": doc_id, "source": src, "text": text, "layout": layout}
 
-    if kind == "hf_dataset":
-        max_docs = source.max_documents
-        for r in _hf_rows(source.hf, part["shard"], part["shards"]):
-            add(r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"])
-            if max_docs and len(records) >= max_docs:
-                break
-    elif kind == "table":
-        path = Path(part["path"])
-        for r in _table_rows(path, part["stem"], source.text_column, source.id_column, errors):
-            add(r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"])
+
+def read_partition(part: dict[str, Any]) -> pd.DataFrame:
+    """The documents table of one partition (may be empty); a `datasets` partition stops at
+    `max_documents`."""
+    source: CorpusSource = part["source"]
+    rows = _partition_documents(part)
+    if source.kind == "hf_dataset" and source.max_documents:
+        rows = itertools.islice(rows, source.max_documents)
+    return pd.DataFrame.from_records(list(rows), columns=DOCUMENT_COLUMNS)
+
+
+def _no_documents(source: CorpusSource) -> CorpusError:
+    if source.kind == "hf_dataset":
+        where = f"{source.hf.name} (hf_dataset, split {source.hf.split})"
     else:
-        path, stem = Path(part["path"]), part["stem"]
-        text = read_text_file(path, errors)
-        if kind == "google_text":
-            docs, layout = _google_documents(stem, text), LAYOUT_SENTENCES
-        elif kind == "wikiextractor":
-            docs = _wikiextractor_documents(path, text, source.title_line, source.heading_lines)
-            layout = LAYOUT_PROSE
-        else:
-            delimiter = _compile(source.document_delimiter, "pretrain_corpus.document_delimiter")
-            skip = _compile(source.skip_line_regex, "pretrain_corpus.skip_line_regex")
-            docs, layout = _prose_documents(stem, text, delimiter, skip), LAYOUT_PROSE
-        for doc_id, doc_text in docs:
-            add(doc_id, str(path), doc_text, layout)
-    return pd.DataFrame.from_records(records, columns=DOCUMENT_COLUMNS)
+        where = f"{source.path} ({source.kind}, files {list(_globs(source))})"
+    return CorpusError(
+        f"corpus source {where} yielded no non-empty documents (pretrain_corpus in the catalog)"
+    )
+
+
+def require_documents(source: Mapping[str, Any] | CorpusSource) -> None:
+    """Refuses a corpus without one non-empty document, reading only up to the first one, so an
+    empty corpus is named before any stage runs."""
+    source = corpus_source(source)
+    for part in corpus_partitions(source):
+        if next(_partition_documents(part), None) is not None:
+            return
+    raise _no_documents(source)
 
 
 def check_documents(frame: pd.DataFrame, source: CorpusSource) -> pd.DataFrame:
     """Corpus-wide checks: at least one document, unique doc_ids."""
-    where = source.hf.name if source.kind == "hf_dataset" else source.path
     if frame.empty:
-        raise CorpusError(f"corpus source {where} ({source.kind}) yielded no non-empty documents")
+        raise _no_documents(source)
     dupes = frame["doc_id"][frame["doc_id"].duplicated()]
     if len(dupes):
+        where = source.hf.name if source.kind == "hf_dataset" else source.path
         raise CorpusError(f"duplicate doc_id {dupes.iloc[0]!r} in {where}; set a unique id_column")
     return frame
 

@@ -40,6 +40,11 @@ from bert_pipeline.params import require
 
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
 SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across shards
+# google's segments are whole sentences of a chunk (a chunk closes once it reaches
+# max_seq_length - 3 tokens); the shortest sentence is a word and its end mark, 2 tokens. Below
+# [CLS] + 2 + [SEP] + 2 + [SEP], truncate_seq_pair cuts every pair to fragments: no example holds
+# two sentences, and with real text nearly every B is a random next.
+MIN_SEQ_LENGTH = 7
 
 
 @dataclass(frozen=True)
@@ -67,10 +72,11 @@ class ExampleConfig:
     def check(self, root: str = "pretrain_data.examples") -> None:
         """Clear errors naming the parameter, before any work is done."""
         require(
-            self.max_seq_length >= 5,
+            self.max_seq_length >= MIN_SEQ_LENGTH,
             root,
             "max_seq_length",
-            "is too small: [CLS] A [SEP] B [SEP] needs at least 5 tokens",
+            f"is too small: [CLS] A [SEP] B [SEP] with a whole sentence in A and in B needs at "
+            f"least {MIN_SEQ_LENGTH} tokens",
             self.max_seq_length,
         )
         for name, ok, why in (
@@ -344,7 +350,8 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
         "masked_ids": original[mr, mc].astype(np.int32),
         "n_masked": selected.sum(axis=1),
         "label": is_random.astype(np.int8),
-        "truncated": (la + lb - new_la - new_lb).astype(np.int32),
+        "a_truncated": (la - new_la).astype(np.int32),
+        "b_truncated": (lb - new_lb).astype(np.int32),
         "a_doc": a_doc,
         "b_doc": b_doc,
         "a_sent": np.stack([a_s0, a_s1], axis=1),
@@ -430,8 +437,10 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
             "a_sent_end": pa.array(orig(a_sent[:, 1], True)),
             "b_sent_start": pa.array(orig(b_sent[:, 0], False)),
             "b_sent_end": pa.array(orig(b_sent[:, 1], True)),
-            # tokens of the A/B sentences cut by truncation (the report warns when many are)
-            "truncated_tokens": pa.array(x["truncated"][perm]),
+            # tokens of the A and the B sentences cut by truncation: the report warns when many
+            # are, naming the document that lost the most (either side may be the long one)
+            "a_truncated_tokens": pa.array(x["a_truncated"][perm]),
+            "b_truncated_tokens": pa.array(x["b_truncated"][perm]),
         }
     )
 

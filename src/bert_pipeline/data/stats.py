@@ -48,12 +48,8 @@ def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dic
         # shards hold disjoint documents, so per-shard counts add up
         n_documents=pc.count_distinct(table.column("a_doc_id")).as_py(),
     )
-    if "truncated_tokens" in table.column_names:
-        cut = _np(table.column("truncated_tokens")).astype(np.int64)
-        out["n_truncated_tokens"] = int(cut.sum())
-        if cut.any():
-            worst = int(cut.argmax())
-            out["worst_truncated"] = (table.column("a_doc_id")[worst].as_py(), int(cut[worst]))
+    if "a_truncated_tokens" in table.column_names:
+        out.update(_truncation(table))
     if cfg.dynamic_masking or not len(lengths):
         return out
     pos_col = table.column("masked_lm_positions").combine_chunks()
@@ -76,6 +72,19 @@ def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dic
         n_shown_mask=int(is_mask.sum()),
         n_shown_kept=int((~is_mask & (shown == original)).sum()),
     )
+    return out
+
+
+def _truncation(table: pa.Table) -> dict[str, Any]:
+    """Tokens cut by truncation, and the document that lost the most in one example: the side
+    (A or B) that was cut, since a too-long document is as often a random B as an A."""
+    cut = {s: _np(table.column(f"{s}_truncated_tokens")).astype(np.int64) for s in "ab"}
+    out: dict[str, Any] = {"n_truncated_tokens": int(cut["a"].sum() + cut["b"].sum())}
+    most = np.maximum(cut["a"], cut["b"])
+    if most.any():
+        worst = int(most.argmax())
+        side = "a" if cut["a"][worst] >= cut["b"][worst] else "b"
+        out["worst_truncated"] = (table.column(f"{side}_doc_id")[worst].as_py(), int(most[worst]))
     return out
 
 

@@ -10,6 +10,12 @@ DASK_TAG = "dask"
 DASK_PARAMS = "params:pretrain_data.dask"
 
 
+def hook_parameters(pipeline) -> set[str]:
+    """The parameters these hooks load for `pipeline`, which no node receives: the run guard
+    parses them before the first node, as it does a node's (the cluster is opened later)."""
+    return {DASK_PARAMS} if any(DASK_TAG in node.tags for node in pipeline.nodes) else set()
+
+
 class DaskClusterHooks:
     """Opens the Dask client before the first node tagged `dask` (workers, memory limit or a
     scheduler address from `pretrain_data.dask`) and closes it before any other node, so

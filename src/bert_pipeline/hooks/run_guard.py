@@ -16,9 +16,10 @@ from typing import Any
 
 from kedro.framework.hooks import hook_impl
 
+from bert_pipeline.hooks.dask_cluster import hook_parameters
 from bert_pipeline.runlock import RunLock
 
-# every parameter entry a node receives -> "module:function", the parser that node applies
+# every parameter entry a node (or a hook) receives -> "module:function", the parser it applies
 _DATA_NODES = "bert_pipeline.pipelines.pretrain_data.nodes"
 PARAMETER_PARSERS = {
     "params:pretrain_data.dask": "bert_pipeline.data.cluster:dask_params",
@@ -88,9 +89,10 @@ def check_run(pipeline, catalog, env: str | None) -> None:
 
 
 def check_parameters(pipeline, load: Callable[[str], Any], env: str | None) -> None:
-    """Every `params:` input of the pipeline's nodes parsed as its node parses it; `load` gives
-    an input's value (the catalog's, or the configuration's before a session exists)."""
-    inputs = pipeline.inputs()
+    """Every `params:` input of the pipeline's nodes (and of the hooks that serve them) parsed as
+    its user parses it; `load` gives a value (the catalog's, or the configuration's before a
+    session exists)."""
+    inputs = pipeline.inputs() | hook_parameters(pipeline)
     for name, parser in PARAMETER_PARSERS.items():
         if name in inputs:
             _parser(parser)(load(name))

@@ -1,9 +1,10 @@
 """Kedro dataset for the raw pretraining corpus: text files, tables or a `datasets` dataset.
 
 Loading returns the documents table (doc_id, source, text, layout) as a lazy Dask frame, one
-partition per file (`bert_pipeline.data.stages.documents_frame`); the source is described by the
-catalog entry, so the raw data shows up in the catalog and in kedro-viz like any other dataset.
-Read-only.
+partition per file (`bert_pipeline.data.stages.documents_frame`), after reading just enough of the
+source to know it holds a document (an empty corpus is named by its path here, not found empty
+stages later); the source is described by the catalog entry, so the raw data shows up in the
+catalog and in kedro-viz like any other dataset. Read-only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import dask.dataframe as dd
 from kedro.io.core import AbstractDataset, DatasetError
 
+from bert_pipeline.data.corpus import require_documents
 from bert_pipeline.data.stages import documents_frame
 
 
@@ -63,6 +65,7 @@ class CorpusDataset(AbstractDataset[None, dd.DataFrame]):
         self.metadata = metadata
 
     def load(self) -> dd.DataFrame:
+        require_documents(self._source)
         return documents_frame(self._source)
 
     def save(self, data: None) -> None:

@@ -131,7 +131,8 @@ ExamplesFrameSchema = pa.DataFrameSchema(
         "a_sent_end": pa.Column("int32"),
         "b_sent_start": pa.Column("int32", checks=pa.Check.ge(0)),
         "b_sent_end": pa.Column("int32"),
-        "truncated_tokens": pa.Column("int32", checks=pa.Check.ge(0), required=False),
+        "a_truncated_tokens": pa.Column("int32", checks=pa.Check.ge(0), required=False),
+        "b_truncated_tokens": pa.Column("int32", checks=pa.Check.ge(0), required=False),
     },
     checks=[
         pa.Check(

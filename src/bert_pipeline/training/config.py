@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_pipeline.data.masking import EXAMPLE_MASKING
+from bert_pipeline.model.config import PRESETS, BertConfig
 from bert_pipeline.params import ConfigError, parse_params, require
 
 PRECISIONS = ("32", "32-true", "bf16-mixed", "bf16-true", "16-mixed", "64", "64-true")
@@ -84,6 +85,22 @@ class ModelParams:
     overrides: dict[str, Any] = field(default_factory=dict)
     init_from: str | None = None  # HF-format folder to continue pretraining from
 
+    def check(self, root: str) -> None:
+        """The preset and overrides make a BertConfig now, not when training starts after the
+        data stages (the vocabulary size, and `init_from`'s architecture, are checked then)."""
+        require(
+            self.preset in PRESETS, root, "preset", f"must be one of {sorted(PRESETS)}", self.preset
+        )
+        if self.init_from:
+            return
+        try:
+            BertConfig.from_preset(self.preset, **self.overrides)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"parameter {root}.overrides={self.overrides!r} does not give a valid BertConfig "
+                f"with preset {self.preset!r}: {exc}"
+            ) from None
+
 
 @dataclass
 class ScheduleParams:
@@ -147,6 +164,7 @@ class TrainingConfig(DeviceParams):
 
     def check(self, root: str = ROOT) -> None:
         self.check_devices(root)
+        self.model.check(f"{root}.model")
         self.optimizer.check(f"{root}.optimizer")
         for name in (
             "batch_size",

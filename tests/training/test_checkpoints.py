@@ -81,6 +81,10 @@ def test_resume_true_refuses_a_dangling_or_missing_last_checkpoint(
         run_training(tiny_examples, tiny_tokenizer, cfg)
     assert [p.name for p in folder.glob("*.ckpt")] == ["last.ckpt"]  # nothing archived or trained
 
+    (folder / "step-6.ckpt").write_bytes(b"PK\x03\x04 torn")
+    with pytest.raises(TrainingConfigError, match=rf"{folder}/last.ckpt is not a readable check"):
+        run_training(tiny_examples, tiny_tokenizer, cfg)
+    (folder / "step-6.ckpt").unlink()
     (folder / "last.ckpt").unlink()
     with pytest.raises(TrainingConfigError, match=rf"{folder}/last.ckpt does not exist, so"):
         run_training(tiny_examples, tiny_tokenizer, cfg)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import mlflow
+import pytest
 import torch
 
+from bert_pipeline.data.tokenizer import save_tokenizer
 from bert_pipeline.training.launch import launch_subprocess
 
 
@@ -54,7 +58,6 @@ def test_two_process_ddp_keeps_ranks_in_sync_and_logs_one_run(
 def test_entry_point_without_kedro_opens_and_closes_its_own_run(
     tmp_path, mlflow_uri, tiny_tokenizer, tiny_shards
 ):
-    from bert_pipeline.data.tokenizer import save_tokenizer
     from bert_pipeline.training.launch import main
 
     save_tokenizer(tiny_tokenizer, tmp_path / "tok")
@@ -87,23 +90,50 @@ def test_entry_point_without_kedro_opens_and_closes_its_own_run(
 def test_readme_torchrun_command_with_the_shipped_parameters_file(
     tmp_path, project_root, tiny_tokenizer, tiny_shards
 ):
-    """The multi-node command of docs/training.md, on one node, 2 gloo processes, a few steps."""
-    import subprocess
-    import sys
-
-    from bert_pipeline.data.tokenizer import save_tokenizer
-
+    """The multi-node command of docs/training.md, on one node, 2 gloo processes, a few steps:
+    the world is torchrun's (the shipped file says `devices: 1`), a `--set` against it refused."""
     save_tokenizer(tiny_tokenizer, tmp_path / "tok")
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-        "-m", "bert_pipeline.training.launch",
-        "--examples", str(tiny_shards.paths()[0].parent), "--tokenizer", str(tmp_path / "tok"),
-        "--config", "conf/base/parameters_pretrain_model.yml", "--output", str(tmp_path / "out"),
-        "--set", "schedule.max_steps=3", "schedule.warmup_steps=1", "batch_size=4",
-        "accelerator=cpu", "devices=2", "strategy=ddp", "progress_bar=false",
-        f"checkpoint_dir={tmp_path / 'ckpt'}",
-    ]  # fmt: skip
-    done = subprocess.run(command, cwd=project_root, capture_output=True, text=True, check=False)
+
+    def torchrun(*overrides: str) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "-m", "bert_pipeline.training.launch",
+            "--examples", str(tiny_shards.paths()[0].parent), "--tokenizer", str(tmp_path / "tok"),
+            "--config", "conf/base/parameters_pretrain_model.yml",
+            "--output", str(tmp_path / "out"),
+            "--set", "schedule.max_steps=3", "schedule.warmup_steps=1", "batch_size=4",
+            "accelerator=cpu", "progress_bar=false", f"checkpoint_dir={tmp_path / 'ckpt'}",
+            *overrides,
+        ]  # fmt: skip
+        return subprocess.run(
+            command, cwd=project_root, capture_output=True, text=True, check=False
+        )
+
+    done = torchrun()
     assert done.returncode == 0, done.stderr[-2000:]
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["world_size"] == 2 and metrics["global_step"] == 3
+    assert len(metrics["rank_parameter_digests"]) == 2
+
+    refused = torchrun("devices=4")
+    assert refused.returncode != 0
+    assert (
+        "bert_pipeline.training.launch: error: --set devices=4 disagrees with torchrun's "
+        "--nproc_per_node=2; set devices=2 or leave it out (the launcher takes it from torchrun)"
+    ) in refused.stderr
+    assert "bert_pipeline/training" not in refused.stderr  # no traceback of ours (torchrun's own)
+
+
+def test_launcher_takes_the_world_from_torchruns_environment(monkeypatch):
+    """Two nodes of 4 processes: the file's devices/num_nodes give way, a --set is checked."""
+    from bert_pipeline.training.launch import torchrun_world
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    file = {"devices": 1, "num_nodes": 1, "batch_size": 32}
+    assert torchrun_world(file, []) == {"devices": 4, "num_nodes": 2, "batch_size": 32}
+    assert torchrun_world({**file, "devices": 4}, ["devices=4"])["num_nodes"] == 2
+    with pytest.raises(ValueError, match=r"^--set num_nodes=1 disagrees with torchrun's 2 node"):
+        torchrun_world(file, ["num_nodes=1"])
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")  # not under torchrun: the parameters as they are
+    assert torchrun_world(file, []) == file

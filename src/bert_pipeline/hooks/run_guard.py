@@ -84,6 +84,8 @@ def check_run(pipeline, catalog, env: str | None) -> None:
     """Every typed parameter parsed, the GLUE tasks those of `env`, the models it reads there."""
     check_parameters(pipeline, catalog.load, env)
     inputs = pipeline.inputs()
+    if "params:pretrain_model" in inputs:
+        check_resume(catalog.load("params:pretrain_model"))
     check_models(inputs, catalog)
     check_made_inputs(inputs - set(MODEL_INPUTS), catalog)
 
@@ -98,6 +100,18 @@ def check_parameters(pipeline, load: Callable[[str], Any], env: str | None) -> N
             _parser(parser)(load(name))
     if "params:finetune_glue" in inputs:
         check_glue_tasks(pipeline, load("params:finetune_glue"), env)
+
+
+def check_resume(params: dict[str, Any]) -> None:
+    """`resume` names a readable checkpoint, or `pretrain` would run its data nodes first and
+    only then refuse to continue a run that is not there."""
+    from bert_pipeline.training.config import TrainingConfig
+
+    cfg = TrainingConfig.from_params(params)
+    if cfg.resume:  # the check imports torch and Lightning: only when resuming
+        from bert_pipeline.training.trainer import resolve_resume
+
+        resolve_resume(cfg)
 
 
 def check_glue_tasks(pipeline, params: dict[str, Any], env: str | None) -> None:

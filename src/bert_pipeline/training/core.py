@@ -8,16 +8,19 @@ the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.t
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
 from bert_pipeline import tracking
+from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
 
@@ -112,6 +115,7 @@ def build_trainer(
     `loop` holds the run's own loop settings (max_steps or max_epochs, validation cadence...).
     """
     callbacks = list(callbacks or [])
+    checkpointing = any(isinstance(c, ModelCheckpoint) for c in callbacks)
     if devices.progress_bar:
         callbacks.append(ProgressBar(refresh_rate=refresh_rate))
     strategy: Any = devices.strategy
@@ -128,12 +132,35 @@ def build_trainer(
         deterministic=devices.deterministic,
         logger=loggers or False,
         callbacks=callbacks,
-        enable_checkpointing=any(isinstance(c, ModelCheckpoint) for c in callbacks),
+        enable_checkpointing=checkpointing,
+        plugins=[SiblingCheckpointIO()] if checkpointing else None,
         enable_progress_bar=devices.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
         **loop,
     )
+
+
+class SiblingCheckpointIO(TorchCheckpointIO):
+    """Writes a checkpoint to a hidden file in its own folder, then renames it into place.
+
+    Lightning's writer stages the file in $TMPDIR and moves it: across filesystems that is a copy,
+    and a full disk leaves a torn `step-N.ckpt` beside the good ones. A rename in one folder is
+    atomic; the fsync puts the bytes on disk before the name points at them.
+    """
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None
+    ) -> None:
+        with atomic_file(path) as tmp, open(tmp, "wb") as file:
+            try:
+                torch.save(checkpoint, file)
+            except RuntimeError as exc:  # torch's zip writer hides a failed write (disk full)
+                if isinstance(exc.__context__, OSError):
+                    raise exc.__context__ from None
+                raise
+            file.flush()
+            os.fsync(file.fileno())
 
 
 # ---------------------------------------------------------------------------- MLflow

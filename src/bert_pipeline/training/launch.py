@@ -97,8 +97,35 @@ def _global_rank() -> int:
     return 0
 
 
+def torchrun_world(params: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """`devices` and `num_nodes` of torchrun's world (its environment), when it started us.
+
+    The parameters file is the Kedro node's (`devices: 1`), and a Trainer that expects fewer
+    processes than torchrun started makes every rank global zero. A `--set` value that
+    disagrees with torchrun is refused.
+    """
+    if "LOCAL_WORLD_SIZE" not in os.environ:
+        return params
+    local, world = int(os.environ["LOCAL_WORLD_SIZE"]), int(os.environ["WORLD_SIZE"])
+    nodes = world // local
+    torchrun = {
+        "devices": (local, f"torchrun's --nproc_per_node={local}"),
+        "num_nodes": (nodes, f"torchrun's {nodes} node(s) ({world} processes, {local} per node)"),
+    }
+    given = {o.partition("=")[0].strip() for o in overrides}
+    for key, (value, source) in torchrun.items():
+        if key in given and params.get(key) != value:
+            raise ValueError(
+                f"--set {key}={params.get(key)} disagrees with {source}; set {key}={value} or "
+                "leave it out (the launcher takes it from torchrun)"
+            )
+    return {**params, "devices": local, "num_nodes": nodes}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="bert_pipeline.training.launch", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--examples", required=True, help="pretraining_examples folder (shards)")
     parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json/vocab.txt")
     parser.add_argument("--config", required=True, help="pretrain_model parameters (YAML/JSON)")
@@ -118,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
 
+    try:
+        params = torchrun_world(read_params(args.config, args.set), args.set)
+    except ValueError as exc:
+        parser.error(str(exc))
     tokenizer = load_tokenizer(args.tokenizer)
     shards = load_example_shards(args.examples)
-    cfg = TrainingConfig.for_examples(
-        read_params(args.config, args.set), shards, where=args.examples
-    )
+    cfg = TrainingConfig.for_examples(params, shards, where=args.examples)
     shards.check_tokenizer(tokenizer, where=args.examples)
 
     run_id, owns_run = args.mlflow_run_id, False

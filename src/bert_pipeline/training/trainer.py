@@ -119,19 +119,23 @@ def init_weights(model: BertForPreTraining, directory: str) -> None:
 
 
 def resolve_resume(cfg: TrainingConfig) -> str | None:
-    """`resume`: false: fresh run; true: checkpoint_dir/last.ckpt if present; a path: that file.
+    """`resume`: false: fresh run; true: checkpoint_dir/last.ckpt; a path: that file.
 
-    checkpoint_dir only ever holds the latest run's checkpoints (see `archive_checkpoints`), so
-    last.ckpt is that run's. The file is checked as a plain-tensor checkpoint (never unpickled).
+    A resume never starts over unasked: a missing, dangling or unreadable checkpoint is refused
+    in one line (the run guard calls this before the first node). checkpoint_dir only ever holds
+    the latest run's checkpoints (see `archive_checkpoints`), so last.ckpt is that run's. The
+    file is checked as a plain-tensor checkpoint (never unpickled).
     """
     if cfg.resume is False or cfg.resume is None:
         return None
     if cfg.resume is True:
         path = Path(cfg.checkpoint_dir) / LAST_CHECKPOINT
         if not path.exists():
-            logger.warning("resume=true but %s does not exist: starting a fresh run", path)
-            return None
-        logger.info("resuming from %s", path)
+            raise TrainingConfigError(
+                f"parameter pretrain_model.resume=true: {missing_checkpoint(path)}, so there is "
+                "no run to continue; set pretrain_model.resume=false to start over, or "
+                "resume=<a .ckpt file>"
+            )
     else:
         path = Path(str(cfg.resume))
         if not path.is_file():
@@ -146,6 +150,13 @@ def resolve_resume(cfg: TrainingConfig) -> str | None:
     return str(path)
 
 
+def missing_checkpoint(path: Path) -> str:
+    """Why `path` cannot be read: absent, or a link (Lightning's last.ckpt) to a deleted file."""
+    if path.is_symlink():
+        return f"{path} points to {os.readlink(path)}, which does not exist"
+    return f"{path} does not exist"
+
+
 def archive_checkpoints(checkpoint_dir: str | Path) -> None:
     """A fresh run moves an earlier run's checkpoints to `archive/<time>/`: `resume=true` must
     never find another run's last.ckpt, nor Lightning write `last-v1.ckpt` beside it."""
@@ -158,6 +169,13 @@ def archive_checkpoints(checkpoint_dir: str | Path) -> None:
     for path in old:
         os.replace(path, target / path.name)
     logger.info("fresh run: the previous run's checkpoints moved to %s", target)
+
+
+def remove_killed_writes(checkpoint_dir: str | Path) -> None:
+    """Checkpoints are written under a hidden temporary name (`fsutil.atomic_file`, see
+    `core.SiblingCheckpointIO`) that a kill mid-write leaves behind; its owner removes them."""
+    for path in Path(checkpoint_dir).glob(".*.ckpt.*.tmp"):
+        path.unlink()
 
 
 def parameters_digest(model: torch.nn.Module) -> str:
@@ -256,8 +274,11 @@ def fit(
     with contextlib.ExitStack() as stack:
         if trainer.is_global_zero:  # the rank that writes checkpoints owns the folder
             stack.enter_context(RunLock(cfg.checkpoint_dir, "checkpoint_dir"))
+            remove_killed_writes(cfg.checkpoint_dir)
         ckpt_path = resolve_resume(cfg)
-        if ckpt_path is None and trainer.is_global_zero:
+        if ckpt_path is not None:
+            logger.info("resuming from %s", ckpt_path)
+        elif trainer.is_global_zero:
             archive_checkpoints(cfg.checkpoint_dir)
         trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
 

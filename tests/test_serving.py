@@ -76,7 +76,7 @@ def test_input_without_text_a_is_refused_with_its_columns(classifier: BertPyfunc
     )
 
 
-def _served(root, model_cls, max_rows: int = 3, **kwargs) -> BertPyfunc:
+def _served(root, model_cls, max_rows: int = 3, max_seq_length: int = 16, **kwargs) -> BertPyfunc:
     pretrained = tiny_checkpoint()
     torch.manual_seed(0)
     model = model_from_checkpoint(pretrained, model_cls, **kwargs)
@@ -85,7 +85,7 @@ def _served(root, model_cls, max_rows: int = 3, **kwargs) -> BertPyfunc:
         model_to_checkpoint(model, pretrained["tokenizer_files"], labels=labels), root / "m"
     )
     wrapper = BertPyfunc()
-    options = {"max_seq_length": 16, "doc_stride": 4, "max_query_length": 6}
+    options = {"max_seq_length": max_seq_length, "doc_stride": 4, "max_query_length": 6}
     options |= {"n_best_size": 20, "max_answer_length": 30}  # as finetune_squad logs them
     options |= {"max_rows": max_rows, "max_text_chars": 200}  # small, to be exceeded
     wrapper.load_context(SimpleNamespace(artifacts={ARTIFACT: str(folder)}, model_config=options))
@@ -175,6 +175,18 @@ def test_the_tagger_and_the_reader_refuse_a_bad_request_in_one_line(request, mod
     with pytest.raises(MlflowException) as error:
         request.getfixturevalue(model).predict(None, pd.DataFrame(table))
     assert _reason(error) == reason
+
+
+def test_the_window_defaults_to_the_models_positions_and_cannot_exceed_them(
+    classifier: BertPyfunc, tmp_path
+):
+    """A model logged without `max_seq_length` reads as many tokens as it has positions (a
+    128-token default indexed past a 64-position model); more than that is refused at load."""
+    assert classifier.model.max_seq_length == tiny_checkpoint()["config"]["max_position_embeddings"]
+    long = "word " * 300
+    assert len(classifier.predict(None, pd.DataFrame({"text_a": [long]}))) == 1
+    with pytest.raises(ConfigError, match=r"model_config.max_seq_length=512 must be <= the"):
+        _served(tmp_path, BertForQuestionAnswering, max_seq_length=512)
 
 
 def test_a_request_limit_below_one_is_refused_when_the_model_loads(tmp_path):

@@ -86,7 +86,16 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         limits = {name: options.pop(name) for name in LIMITS if name in options}
         self.limits = parse_params(RequestLimits, limits, "model_config")
         self.batch_size = int(options.pop("batch_size", 32))
-        options["max_seq_length"] = int(options.get("max_seq_length", 128))
+        positions = int(checkpoint["config"]["max_position_embeddings"])
+        length = int(options.get("max_seq_length") or positions)
+        require(
+            length <= positions,
+            "model_config",
+            "max_seq_length",
+            f"must be <= the model's max_position_embeddings={positions}",
+            length,
+        )
+        options["max_seq_length"] = length
         tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
         architecture = (checkpoint["config"].get("architectures") or [""])[0]
         kinds = {"BertForTokenClassification": TaggerModel, "BertForQuestionAnswering": ReaderModel}
@@ -321,13 +330,13 @@ def log_bert_model(
     *,
     name: str = ARTIFACT,
     registered_name: str | None = None,
-    max_seq_length: int = 128,
+    max_seq_length: int | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Logs the folder as the pyfunc LoggedModel `name` of the active run (and registers it
     when `registered_name` is given); `options` are the model's settings beside
-    `max_seq_length` (a reader's doc_stride, ...) and the `RequestLimits` (their defaults
-    otherwise).
+    `max_seq_length` (None: the model's positions; a reader's doc_stride, ...) and the
+    `RequestLimits` (their defaults otherwise).
 
     The signature comes from running the model on `example`, which is also stored as the input
     example. Returns the model URI, the LoggedModel id and the registered name/version, for

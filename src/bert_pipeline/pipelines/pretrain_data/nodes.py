@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from dask.typing import DaskCollection
+from tokenizers import Tokenizer
 
 from bert_pipeline.data.examples import ExampleConfig
+from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import TokenizerParams
 from bert_pipeline.params import parse_params
-
-if TYPE_CHECKING:
-    import dask.dataframe as dd
-    from tokenizers import Tokenizer
-
-    from bert_pipeline.data.shards import ExampleShards
 
 logger = logging.getLogger(__name__)
 
 
-def ingest_corpus(corpus: dd.DataFrame) -> dd.DataFrame:
+def ingest_corpus(corpus: DaskCollection) -> DaskCollection:
     """Snapshot of the raw corpus as the documents table (doc_id, source, text, layout).
 
     The catalog validates and stores it, so later stages never re-read the source (which may be
@@ -34,14 +32,14 @@ def ingest_corpus(corpus: dd.DataFrame) -> dd.DataFrame:
     return corpus
 
 
-def split_sentences(documents: dd.DataFrame, language: str) -> dd.DataFrame:
+def split_sentences(documents: DaskCollection, language: str) -> DaskCollection:
     """Sentences table (doc_id, sentence_index, text), indexed by document number."""
     from bert_pipeline.data.stages import sentences_frame
 
     return sentences_frame(documents, language)
 
 
-def build_tokenizer(sentences: dd.DataFrame, params: dict[str, Any]) -> Tokenizer:
+def build_tokenizer(sentences: DaskCollection, params: dict[str, Any]) -> Tokenizer:
     """Loads `vocab_file` when given (e.g. bert-base-uncased's vocab.txt), else trains WordPiece
     on a seeded sample of `sample_size` sentences."""
     from bert_pipeline.data.stages import sample_sentences
@@ -66,10 +64,10 @@ def example_config(params: dict[str, Any]) -> ExampleConfig:
 
 
 def create_examples(
-    sentences: dd.DataFrame, tokenizer: Tokenizer, params: dict[str, Any]
+    sentences: DaskCollection, tokenizer: Tokenizer, params: dict[str, Any]
 ) -> ExampleShards:
     """Lazy example shards, stamped with the tokenizer and parameters that make them."""
-    from bert_pipeline.data.shards import ExampleShards, tokenizer_fingerprint
+    from bert_pipeline.data.shards import tokenizer_fingerprint
     from bert_pipeline.data.stages import example_shards
 
     cfg = example_config(params)
@@ -87,7 +85,7 @@ def create_examples(
 def summarize_examples(
     examples: ExampleShards,
     tokenizer: Tokenizer,
-    documents: dd.DataFrame,
+    documents: DaskCollection,
     params: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The statistics report (per shard, merged) and its summary figures; its warnings (heavy

@@ -5,19 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
+from tokenizers import Tokenizer
 
+from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.model.card import pretrained_card
 from bert_pipeline.tracking import active_run, describe_run, log_model, log_table_input
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
-
-if TYPE_CHECKING:
-    import matplotlib.pyplot as plt
-    from tokenizers import Tokenizer
-
-    from bert_pipeline.data.shards import ExampleShards
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +136,9 @@ def log_pretrained_model(
     return logged
 
 
-def plot_loss_curve(history: pd.DataFrame) -> plt.Figure:
-    """Training and validation MLM loss (left) and validation accuracies (right) against steps."""
+def plot_loss_curve(history: pd.DataFrame):
+    """A matplotlib figure: training and validation MLM loss (left) and validation accuracies
+    (right) against steps."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -87,10 +87,10 @@ def _session(
     return subprocess.Popen([sys.executable, "-c", SESSION, *map(str, args)])
 
 
-def _run(project_root: Path, params: dict, pipeline: str) -> None:
+def _run(project_root: Path, params: dict, pipeline: str, **run_args) -> None:
     bootstrap_project(project_root)
     with KedroSession.create(project_path=project_root, runtime_params=params) as session:
-        session.run(pipeline_names=[pipeline])
+        session.run(pipeline_names=[pipeline], **run_args)
 
 
 def _digest(data_dir: Path) -> dict[str, str]:
@@ -211,6 +211,23 @@ def test_a_failed_data_run_leaves_the_previous_set(project_root, mlflow_uri, dat
     with pytest.raises(Exception, match="no non-empty documents"):
         _run(project_root, _params(data_dir, empty, "prose_folder"), "pretrain_data")
     assert _digest(data_dir) == before
+    assert not [p.name for p in data_dir.rglob(".*") if p.name != ".run.lock"]
+
+
+def test_a_from_nodes_run_commits_what_it_remakes(project_root, mlflow_uri, data_dir, tmp_path):
+    """`--from-nodes create_examples` stages and commits examples and report; the documents,
+    sentences and tokenizer it reads stay the committed ones."""
+    before = _digest(data_dir)
+    params = _params(data_dir, tmp_path / "unused", "prose_folder")
+    params["pretrain_data"] = DATA_PARAMS | {"examples": DATA_PARAMS["examples"] | {"seed": 7}}
+    _run(project_root, params, "pretrain_data", from_nodes=["pretrain_data.create_examples"])
+    after = _digest(data_dir)
+    remade = [p for p in before if p.startswith((EXAMPLES, STATISTICS))]
+    assert {p: after[p] for p in before if p not in remade} == {
+        p: before[p] for p in before if p not in remade
+    }
+    assert all(after[p] != before[p] for p in remade if p.endswith((".arrow", ".json")))
+    _assert_consistent(data_dir)
     assert not [p.name for p in data_dir.rglob(".*") if p.name != ".run.lock"]
 
 

@@ -12,7 +12,13 @@ from kedro.config import OmegaConfigLoader
 from kedro.utils import find_kedro_project
 from omegaconf.resolvers import oc
 
-from bert_pipeline.hooks import ConsoleHooks, DaskClusterHooks, RunGuardHooks, TrackingHooks
+from bert_pipeline.hooks import (
+    ConsoleHooks,
+    DaskClusterHooks,
+    DataTransactionHooks,
+    RunGuardHooks,
+    TrackingHooks,
+)
 from bert_pipeline.log_filters import DropMessages
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
@@ -31,7 +37,13 @@ CONFIG_LOADER_ARGS = {
     "merge_strategy": {"parameters": "soft", "catalog": "soft"},
 }
 
-HOOKS = (RunGuardHooks(), TrackingHooks(), DaskClusterHooks(), ConsoleHooks())
+HOOKS = (
+    RunGuardHooks(),
+    DataTransactionHooks(),
+    TrackingHooks(),
+    DaskClusterHooks(),
+    ConsoleHooks(),
+)
 
 # MLflow would give its loggers their own stderr handler when imported (conf/logging.yml sets
 # their level and the console); its per-file download bars (logging a model) are noise.

@@ -20,6 +20,8 @@ import pyarrow as pa
 
 MANIFEST_FILE = "manifest.json"
 SHARD_SUFFIX = ".arrow"
+RERUN = "`kedro run --pipeline pretrain_data`"
+MISMATCH = f"the examples are damaged or were changed after they were written; rerun {RERUN}"
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -87,6 +89,16 @@ class ExampleShards:
                 "`kedro run --pipeline pretrain_data`"
             )
 
+    def check_statistics(self, statistics: dict[str, Any], where: str) -> None:
+        """One-line refusal when `statistics` describe other examples (another data run)."""
+        described = statistics.get("examples_generation")
+        if described != self.manifest.get("generation"):
+            raise ValueError(
+                f"{where} describes examples generation {str(described)[:12]}, but "
+                f"pretraining_examples are generation {str(self.manifest.get('generation'))[:12]}"
+                f": they come from different pretrain_data runs; rerun {RERUN}"
+            )
+
     def made_with(self, *keys: str, where: str = "pretraining_examples") -> dict[str, Any]:
         """The pretrain_data.examples settings that made these examples, from the manifest.
 
@@ -106,7 +118,8 @@ class ExampleShards:
 
 
 def load_example_shards(folder: str | Path) -> ExampleShards:
-    """The shards of a complete examples folder (after undoing a killed save's leftovers)."""
+    """The shards of a complete examples folder (after undoing a killed save's leftovers), the
+    manifest checked against them."""
     from bert_pipeline.fsutil import recover_directory
 
     folder = Path(folder)
@@ -117,4 +130,52 @@ def load_example_shards(folder: str | Path) -> ExampleShards:
             "run `kedro run --pipeline pretrain_data`"
         )
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    check_manifest(folder, manifest)
     return ExampleShards(parts=[folder / s["file"] for s in manifest["shards"]], manifest=manifest)
+
+
+def check_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """Refuses, in one line naming the file, a manifest that does not describe the shards beside
+    it: its row counts and byte sizes must be the files' own (sizes from the file system, rows
+    from each Arrow file's footer and batch headers; no data is read)."""
+    where = folder / MANIFEST_FILE
+    missing = [k for k in ("generation", "n_examples", "shards") if k not in manifest]
+    if missing or any("bytes" not in s for s in manifest["shards"]):
+        raise ValueError(
+            f"{where} does not record {(missing or ['the shard sizes'])[0]}: written by an older "
+            f"version; rebuild the examples with {RERUN}"
+        )
+    total = 0
+    for shard in manifest["shards"]:
+        path = folder / shard["file"]
+        rows = shard_rows(path, shard["bytes"])
+        if rows != shard["rows"]:
+            raise ValueError(
+                f"{where} says {shard['file']} holds {shard['rows']} rows, it holds {rows}: "
+                f"{MISMATCH}"
+            )
+        total += rows
+    if total != manifest["n_examples"]:
+        raise ValueError(
+            f"{where} says n_examples={manifest['n_examples']}, the shards hold {total} rows: "
+            f"{MISMATCH}"
+        )
+
+
+def shard_rows(path: Path, size: int) -> int:
+    """The rows of one shard from its Arrow metadata, refused in one line when the file is not
+    the `size` bytes the manifest recorded or not a whole Arrow IPC file (truncated, damaged)."""
+    if not path.is_file():
+        raise ValueError(f"{path} is missing: {MISMATCH}")
+    found = path.stat().st_size
+    if found != size:
+        raise ValueError(f"{path} has {found} bytes, the manifest recorded {size}: {MISMATCH}")
+    try:
+        with pa.memory_map(str(path)) as source:
+            reader = pa.ipc.open_file(source)
+            return sum(reader.get_batch(k).num_rows for k in range(reader.num_record_batches))
+    except (OSError, pa.ArrowException) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ValueError(
+            f"{path} is not a readable Arrow IPC file ({reason}): {MISMATCH}"
+        ) from None

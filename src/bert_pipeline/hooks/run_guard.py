@@ -135,6 +135,7 @@ def check_models(inputs: set[str], catalog) -> None:
     """The models the run reads without making them exist and their weights are readable."""
     from bert_pipeline.model.checkpoint import check_weights
 
+    recover_data_set(inputs, catalog)
     for name, hint in MODEL_INPUTS.items():
         if name not in inputs:
             continue
@@ -145,6 +146,28 @@ def check_models(inputs: set[str], catalog) -> None:
             check_weights(path)
         except ValueError as exc:
             raise ValueError(f"{name} ({hint}): {exc}") from None
+    check_examples(inputs, catalog)
+
+
+def recover_data_set(inputs: set[str], catalog) -> None:
+    """Completes or undoes what a killed `pretrain_data` run left of the data set this run
+    reads (a commit or a folder swap cut short), before anything checks that it exists."""
+    from bert_pipeline.hooks.data_transaction import data_set
+
+    names, staged = data_set(catalog)
+    if inputs & names:
+        staged.recover()
+
+
+def check_examples(inputs: set[str], catalog) -> None:
+    """The examples the run reads match their manifest, and their statistics report is theirs
+    (loading checks the manifest against the shards' Arrow metadata: no data is read)."""
+    if "pretraining_examples" not in inputs:
+        return
+    examples = catalog.load("pretraining_examples")
+    report = "pretrain_data_statistics"
+    if report in inputs and catalog.exists(report):
+        examples.check_statistics(catalog.load(report), dataset_path(catalog, report))
 
 
 def dataset_path(catalog, name: str) -> str:

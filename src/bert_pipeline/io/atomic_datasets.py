@@ -7,7 +7,7 @@ a later node, a crash) sees the previous file or the new one, never half of one.
 from __future__ import annotations
 
 import os
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io.core import get_filepath_str
@@ -15,18 +15,32 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import CSVDataset, ParquetDataset
 from kedro_datasets.text import TextDataset
 
+from bert_pipeline.fsutil import read_path, write_path
+
 
 class _AtomicSave:
     _atomic_tmp: PurePosixPath | None = None
 
     def _get_save_path(self) -> PurePosixPath:
-        return self._atomic_tmp or super()._get_save_path()
+        if self._atomic_tmp:
+            return self._atomic_tmp
+        return self._staged(super()._get_save_path(), write_path)
+
+    def _get_load_path(self) -> PurePosixPath:
+        return self._staged(super()._get_load_path(), read_path)
+
+    def _staged(self, path: PurePosixPath, where) -> PurePosixPath:
+        """`path`, or its staging path while a data run stages it (fsutil.StagedSet)."""
+        if self._protocol != "file":
+            return path
+        return PurePosixPath(where(get_filepath_str(path, self._protocol)).as_posix())
 
     def save(self, data: Any) -> None:
         if self._protocol != "file":  # object stores write whole objects anyway
             super().save(data)
             return
-        target = super()._get_save_path()
+        target = self._get_save_path()
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
         self._atomic_tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         tmp = get_filepath_str(self._atomic_tmp, self._protocol)
         try:

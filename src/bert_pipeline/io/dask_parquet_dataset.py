@@ -15,7 +15,7 @@ import dask.dataframe as dd
 from kedro.io.core import AbstractDataset
 
 from bert_pipeline.data.cluster import compute
-from bert_pipeline.fsutil import atomic_directory, recover_directory
+from bert_pipeline.fsutil import atomic_directory, read_path, recover_directory, write_path
 
 
 class DaskParquetDataset(AbstractDataset[dd.DataFrame, dd.DataFrame]):
@@ -42,17 +42,19 @@ class DaskParquetDataset(AbstractDataset[dd.DataFrame, dd.DataFrame]):
         self.metadata = metadata
 
     def load(self) -> dd.DataFrame:
-        recover_directory(self._path)
-        return dd.read_parquet(str(self._path), **self._load_args)
+        path = read_path(self._path)
+        recover_directory(path)
+        return dd.read_parquet(str(path), **self._load_args)
 
     def save(self, data: dd.DataFrame) -> None:
-        recover_directory(self._path)
-        with atomic_directory(self._path) as tmp:
+        path = write_path(self._path)
+        recover_directory(path)
+        with atomic_directory(path) as tmp:
             write = data.to_parquet(str(tmp), compute=False, **self._save_args)
             compute(f"write {self._path.name}", [write])
 
     def _exists(self) -> bool:
-        return self._path.is_dir()
+        return read_path(self._path).is_dir()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "load_args": self._load_args}

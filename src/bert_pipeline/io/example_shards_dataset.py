@@ -2,13 +2,15 @@
 
 Saving computes every shard on the current Dask client straight into a temporary sibling folder
 (each worker writes its own shards), adds the manifest, and swaps the folder in; a failed or
-killed run leaves the previous complete set. Loading returns `ExampleShards` whose `table()` is
+killed run leaves the previous complete set. Loading checks the manifest against the shards
+(`data.shards.load_example_shards`) and returns `ExampleShards` whose `table()` is
 memory-mapped.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from bert_pipeline.data.shards import (
     shard_name,
     write_shard,
 )
-from bert_pipeline.fsutil import atomic_directory, recover_directory
+from bert_pipeline.fsutil import atomic_directory, read_path, recover_directory, write_path
 
 
 class ExampleShardsDataset(AbstractDataset[ExampleShards, ExampleShards]):
@@ -42,27 +44,38 @@ class ExampleShardsDataset(AbstractDataset[ExampleShards, ExampleShards]):
 
     def load(self) -> ExampleShards:
         try:
-            return load_example_shards(self._path)
-        except FileNotFoundError as exc:
+            return load_example_shards(read_path(self._path))
+        except (FileNotFoundError, ValueError) as exc:
             raise DatasetError(str(exc)) from None
 
     def save(self, data: ExampleShards) -> None:
+        """Writes the shards, then the manifest: rows and bytes per shard, and a new
+        `generation` id that the statistics report of these examples repeats."""
         if not isinstance(data, ExampleShards) or not data.parts:
             raise DatasetError(f"expected ExampleShards with at least one shard for {self._path}")
-        recover_directory(self._path)
-        with atomic_directory(self._path) as tmp:
+        path = write_path(self._path)
+        recover_directory(path)
+        with atomic_directory(path) as tmp:
             names = [shard_name(k) for k in range(len(data.parts))]
             writes = [
                 delayed(write_shard)(part, tmp / name)
                 for part, name in zip(data.parts, names, strict=True)
             ]
             rows = compute("create_examples", writes, names=names)
-            shards = [{"file": n, "rows": int(r)} for n, r in zip(names, rows, strict=True)]
-            manifest = {**data.manifest, "n_examples": sum(rows), "shards": shards}
+            shards = [
+                {"file": n, "rows": int(r), "bytes": (tmp / n).stat().st_size}
+                for n, r in zip(names, rows, strict=True)
+            ]
+            manifest = {
+                **data.manifest,
+                "generation": uuid.uuid4().hex,
+                "n_examples": sum(rows),
+                "shards": shards,
+            }
             (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
 
     def _exists(self) -> bool:
-        return (self._path / MANIFEST_FILE).is_file()
+        return (read_path(self._path) / MANIFEST_FILE).is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}

@@ -1,7 +1,8 @@
 """Kedro dataset for a BERT tokenizer folder (tokenizer.json + vocab.txt).
 
 In memory it is a `tokenizers.Tokenizer`; saves are atomic (written to a temporary sibling
-folder, then renamed over the target) so a failed run never leaves half a tokenizer behind.
+folder, then renamed over the target) so a failed run never leaves half a tokenizer behind, and
+a load first undoes what a killed save left (a `.tokenizer.old` put back or removed).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bert_pipeline.data.tokenizer import (
     save_tokenizer,
     special_token_ids,
 )
-from bert_pipeline.fsutil import atomic_directory
+from bert_pipeline.fsutil import atomic_directory, read_path, recover_directory, write_path
 
 
 class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
@@ -41,7 +42,9 @@ class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
         self.metadata = metadata
 
     def load(self) -> Tokenizer:
-        return load_tokenizer(self._path, lowercase=self._lowercase)
+        path = read_path(self._path)
+        recover_directory(path)
+        return load_tokenizer(path, lowercase=self._lowercase)
 
     def save(self, data: Tokenizer) -> None:
         if not isinstance(data, Tokenizer):
@@ -49,11 +52,12 @@ class TokenizerDataset(AbstractDataset[Tokenizer, Tokenizer]):
                 f"expected a tokenizers.Tokenizer for {self._path}, got {type(data)}"
             )
         special_token_ids(data, f"tokenizer to save at {self._path}")
-        with atomic_directory(self._path) as tmp:
+        with atomic_directory(write_path(self._path)) as tmp:
             save_tokenizer(data, tmp)
 
     def _exists(self) -> bool:
-        return (self._path / TOKENIZER_FILE).is_file() or (self._path / VOCAB_FILE).is_file()
+        path = read_path(self._path)
+        return (path / TOKENIZER_FILE).is_file() or (path / VOCAB_FILE).is_file()
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path), "lowercase": self._lowercase}

@@ -89,13 +89,15 @@ def summarize_examples(
     params: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The statistics report (per shard, merged) and its summary figures; its warnings (heavy
-    truncation, binary-looking input) are logged one line each and counted in the report."""
+    truncation, binary-looking input) are logged one line each and counted in the report. The
+    report names the examples' generation, so no reader pairs it with other examples."""
     from bert_pipeline.data.stages import binary_looking_documents, shard_statistics
     from bert_pipeline.data.stats import merge_statistics, summary
 
     examples.check_tokenizer(tokenizer)
     cfg = example_config(params)
     stats = merge_statistics(shard_statistics(examples.paths(), cfg, tokenizer), cfg)
+    stats["examples_generation"] = examples.manifest["generation"]
     stats["parameters"] = examples.manifest["parameters"]
     stats["warnings"] += binary_looking_documents(documents)
     stats["n_warnings"] = len(stats["warnings"])

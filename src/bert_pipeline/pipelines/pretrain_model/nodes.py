@@ -89,11 +89,14 @@ def pretrain_bert(
 def describe_pretrained_model(
     checkpoint: dict[str, Any],
     statistics: dict[str, Any],
+    examples: ExampleShards,
     metrics: dict[str, Any],
     params: dict[str, Any],
     mlflow_params: dict[str, Any],
 ) -> str:
-    """The model card (README.md) of the exported folder."""
+    """The model card (README.md) of the exported folder; refused when the statistics report
+    describes other examples than those trained on."""
+    examples.check_statistics(statistics, "pretrain_data_statistics")
     return pretrained_card(
         checkpoint["config"],
         statistics,

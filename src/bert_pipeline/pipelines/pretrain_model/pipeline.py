@@ -31,6 +31,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[
                     "pretrained_model",
                     "pretrain_data_statistics",
+                    "pretraining_examples",
                     "pretrain_metrics",
                     "params:pretrain_model",
                     "params:pretrained_mlflow_model",

@@ -33,7 +33,7 @@ def _prepare(source: dict):
     corpus = build_corpus(
         sentences["doc_id"].tolist(),
         sentences["sentence_index"].to_numpy(),
-        tokenize_sentences(tok, sentences["text"].tolist()),
+        *tokenize_sentences(tok, sentences["text"].tolist()),
     )
     return sentences, tok, corpus, vocab_from_tokenizer(tok)
 
@@ -190,7 +190,8 @@ def _corpus(docs: dict[str, list[list[int]]]):
             doc_ids.append(d)
             idx.append(k)
             toks.append(s)
-    return build_corpus(doc_ids, np.asarray(idx), toks)
+    lengths = [len(t) for t in toks]
+    return build_corpus(doc_ids, np.asarray(idx), np.concatenate([[], *toks]), lengths)
 
 
 @pytest.fixture

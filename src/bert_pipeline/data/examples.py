@@ -31,6 +31,7 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -129,21 +130,16 @@ class Corpus:
 
 
 def build_corpus(
-    doc_ids: Sequence[str], sentence_index: np.ndarray, token_lists: Sequence[Sequence[int]]
+    doc_ids: Sequence[str], sentence_index: np.ndarray, tokens: np.ndarray, lengths: np.ndarray
 ) -> Corpus:
-    """Flattens per-sentence token ids; drops sentences without tokens and then empty documents.
+    """The corpus of `tokenize_sentences`' output (every sentence's ids, concatenated, and their
+    counts); drops sentences without tokens and then empty documents.
 
     Rows must be grouped by document, in sentence order (as the `sentences` table is).
     """
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    lengths = np.asarray(lengths, dtype=np.int64)
     keep = lengths > 0
-    tokens = (
-        np.concatenate(
-            [np.asarray(t, dtype=np.int32) for t, k in zip(token_lists, keep, strict=True) if k]
-        )
-        if keep.any()
-        else np.zeros(0, dtype=np.int32)
-    )
+    tokens = np.asarray(tokens, dtype=np.int32)
     doc_arr = np.asarray(doc_ids, dtype=object)[keep]
     lengths = lengths[keep]
     sent_start = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -455,12 +451,38 @@ def vocab_from_tokenizer(tokenizer) -> Vocab:
     )
 
 
-def tokenize_sentences(
-    tokenizer, texts: Sequence[str], batch_size: int = 10_000
-) -> list[list[int]]:
-    """Token ids per sentence without special tokens, in batches through the Rust tokenizer."""
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    out: list[list[int]] = []
-    for i in range(0, len(texts), batch_size):
-        out.extend(e.ids for e in encode(list(texts[i : i + batch_size]), add_special_tokens=False))
-    return out
+def tokenize_sentences(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of all sentences without special tokens, concatenated (int32), and the number
+    of each sentence's tokens.
+
+    A shard repeats tens of thousands of distinct words millions of times: each distinct word is
+    tokenized once (by the tokenizer itself) and its ids are copied to every occurrence, which
+    gives the tokenizer's own ids for the whole sentence (see `word_boundaries`).
+    """
+    from bert_pipeline.data.tokenizer import encode_distinct, split_words, word_boundaries
+
+    bounds = word_boundaries(tokenizer)
+    if bounds is None:
+        return _tokenize_whole(tokenizer, texts)
+    distinct, occurrences, offsets = split_words(texts, bounds)
+    ids, counts = encode_distinct(tokenizer, distinct.to_pylist())
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    per_occurrence = counts[occurrences]
+    tokens = ids[_ranges(starts[occurrences], per_occurrence)]
+    ends = np.zeros(len(occurrences) + 1, dtype=np.int64)
+    np.cumsum(per_occurrence, out=ends[1:])
+    return tokens, ends[offsets[1:]] - ends[offsets[:-1]]
+
+
+def _tokenize_whole(tokenizer, texts: Sequence[str], batch_size: int = 10_000):
+    """`tokenize_sentences` for a tokenizer whose words cannot be tokenized apart."""
+    ids = [
+        e.ids
+        for i in range(0, len(texts), batch_size)
+        for e in tokenizer.encode_batch_fast(
+            list(texts[i : i + batch_size]), add_special_tokens=False
+        )
+    ]
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), np.int32, int(lengths.sum())), lengths

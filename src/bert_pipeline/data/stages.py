@@ -169,8 +169,10 @@ def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[i
 def _shard_examples(frame: pd.DataFrame, shard: int, tokenizer_json: str, cfg: ExampleConfig):
     tokenizer = Tokenizer.from_str(tokenizer_json)
     vocab = vocab_from_tokenizer(tokenizer)
-    token_lists = tokenize_sentences(tokenizer, frame["text"].tolist())
-    corpus = build_corpus(frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), token_lists)
+    tokens, lengths = tokenize_sentences(tokenizer, frame["text"].tolist())
+    corpus = build_corpus(
+        frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), tokens, lengths
+    )
     table = create_examples(corpus, cfg, vocab, shard=shard, progress=False)
     check_examples_against_parameters(table, cfg.max_seq_length, vocab.size)
     return table

@@ -1,0 +1,251 @@
+"""Seconds per MB of each `pretrain_data` stage in one process (one Dask worker's work), against a
+baseline revision, and whether both revisions write the same example shards byte for byte.
+
+Each repeat runs every stage once per side in a fresh subprocess, the sides interleaved (current,
+baseline, current, ...) so that both see the same machine load; the report gives medians and the
+1-minute load average beside each sample. The stages are the pipeline's own functions, shard by
+shard of `documents_per_shard` documents as `example_shards` cuts them: ingestion (reading the
+WikiExtractor files), sentence splitting, WordPiece, example creation, Pandera validation,
+shard writing and the shard statistics. The baseline is a git revision checked out into a
+temporary worktree and imported through PYTHONPATH from the same virtual environment.
+
+    python benchmarks/data_stages.py --mb 10 --repeats 3 --baseline bfd6b54 \\
+        [--corpus ../shared/data/corpora/wikipedia-en | data/01_raw/sample_corpus]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import ROOT, SHARED_DATA, command_line, cpu_name, minilm_dir, text_size
+
+STAGES = [
+    "ingestion",
+    "sentence splitting",
+    "WordPiece",
+    "example creation",
+    "Pandera validation",
+    "shard writing",
+    "statistics",
+]
+
+
+def corpus_source(corpus: Path, megabytes: float | None, folder: Path) -> tuple[dict, int]:
+    """The pretrain_corpus keys of the first files of `corpus` holding `megabytes` MB of text
+    (WikiExtractor .gz files), or of the prose folder `corpus` itself; and its size in bytes."""
+    files = sorted(corpus.glob("A?/wiki_*.gz"))
+    if not files:
+        size = sum(p.stat().st_size for p in corpus.iterdir() if p.is_file())
+        return {"kind": "prose_folder", "path": str(corpus)}, size
+    total = 0
+    for f in files:
+        if megabytes is not None and total >= megabytes * 1e6:
+            break
+        link = folder / f.parent.name / f.name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(f.resolve())
+        total += text_size(f)
+    return {"kind": "wikiextractor", "path": str(folder)}, total
+
+
+def shards(sentences, documents_per_shard: int):
+    """The sentence rows of each shard, cut as `stages.shard_divisions` cuts documents."""
+    import numpy as np
+
+    new_doc = np.ones(len(sentences), dtype=bool)
+    doc = sentences["doc_id"].to_numpy(dtype=object)
+    new_doc[1:] = doc[1:] != doc[:-1]
+    number = np.cumsum(new_doc) - 1
+    n_docs = int(number[-1]) + 1
+    n_shards = max(1, n_docs // documents_per_shard)
+    starts = [n_docs * k // n_shards for k in range(n_shards)] + [n_docs]
+    for k in range(n_shards):
+        rows = (number >= starts[k]) & (number < starts[k + 1])
+        yield k, sentences[rows].reset_index(drop=True)
+
+
+def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: int) -> dict:
+    """One process's seconds per stage and the sha256 of every shard file it writes."""
+    from bert_pipeline.data.corpus import ingest_documents, split_documents
+    from bert_pipeline.data.examples import (
+        ExampleConfig,
+        build_corpus,
+        create_examples,
+        tokenize_sentences,
+        vocab_from_tokenizer,
+    )
+    from bert_pipeline.data.shards import read_shard, shard_name, write_shard
+    from bert_pipeline.data.stats import partial_statistics
+    from bert_pipeline.data.tokenizer import tokenizer_from_vocab
+    from bert_pipeline.schemas.pretraining import (
+        _validate_shard,
+        check_examples_against_parameters,
+    )
+
+    seconds = dict.fromkeys(STAGES, 0.0)
+    clock = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[stage] += now - clock
+        clock = now
+
+    tokenizer = tokenizer_from_vocab(minilm_dir() / "vocab.txt")
+    cfg = ExampleConfig(dupe_factor=dupe_factor, documents_per_shard=documents_per_shard)
+    vocab = vocab_from_tokenizer(tokenizer)
+    lap("WordPiece")
+    documents = ingest_documents(source)
+    lap("ingestion")
+    sentences = split_documents(documents, progress=False)
+    lap("sentence splitting")
+    digests = []
+    for k, frame in shards(sentences, documents_per_shard):
+        tokens = tokenize_sentences(tokenizer, frame["text"].tolist())
+        lap("WordPiece")
+        # the baseline's tokenize_sentences returns one list of ids per sentence
+        flat = tokens if isinstance(tokens, tuple) else (tokens,)
+        doc_ids, index = frame["doc_id"].tolist(), frame["sentence_index"].to_numpy()
+        table = create_examples(build_corpus(doc_ids, index, *flat), cfg, vocab, k, False)
+        check_examples_against_parameters(table, cfg.max_seq_length, vocab.size)
+        lap("example creation")
+        _validate_shard(table, shard_name(k))
+        lap("Pandera validation")
+        path = out / shard_name(k)
+        write_shard(table, path)
+        lap("shard writing")
+        partial_statistics(read_shard(path), cfg, vocab)
+        lap("statistics")
+        digests.append(hashlib.sha256(path.read_bytes()).hexdigest())
+    return {"seconds": seconds, "shards": digests, "sentences": len(sentences)}
+
+
+def checkouts(baseline: str | None, scratch: Path) -> dict[str, dict[str, str]]:
+    """side name -> environment of the subprocess that measures it."""
+    env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    sides = {"current": env}
+    if baseline:
+        tree = scratch / "baseline"
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), baseline],
+            check=True,
+        )
+        sides[f"baseline {baseline}"] = {**env, "PYTHONPATH": str(tree / "src")}
+    return sides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=SHARED_DATA / "corpora" / "wikipedia-en")
+    parser.add_argument("--mb", type=float, default=10.0, help="MB of WikiExtractor text")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--baseline", help="git revision to compare with (e.g. a commit of main)")
+    parser.add_argument("--documents-per-shard", type=int, default=2000)
+    parser.add_argument("--dupe-factor", type=int, default=5)
+    parser.add_argument("--output", type=Path, default=None, help="write the table here too")
+    parser.add_argument("--note", default="", help="a line under the table")
+    parser.add_argument("--side", help=argparse.SUPPRESS)  # JSON source: measure in this process
+    args = parser.parse_args()
+    if args.side:
+        side = json.loads(args.side)
+        result = run_stages(side["source"], Path(side["out"]), *side["shape"])
+        print(json.dumps(result))
+        return
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        source, size = corpus_source(args.corpus, args.mb, scratch / "corpus")
+        sides = checkouts(args.baseline, scratch)
+        try:
+            samples = measure(args, sides, source, scratch)
+        finally:
+            if args.baseline:
+                subprocess.run(
+                    [
+                        "git",
+                        "-C",
+                        str(ROOT),
+                        "worktree",
+                        "remove",
+                        "--force",
+                        str(scratch / "baseline"),
+                    ],
+                    check=False,
+                )
+    report(args, samples, size)
+
+
+def measure(args, sides: dict, source: dict, scratch: Path) -> dict[str, list[dict]]:
+    samples: dict[str, list[dict]] = {side: [] for side in sides}
+    for r in range(args.repeats):
+        for side, env in sides.items():
+            out = scratch / f"out_{len(samples[side])}_{side.split()[0]}"
+            out.mkdir()
+            spec = {"source": source, "out": str(out)}
+            spec["shape"] = [args.documents_per_shard, args.dupe_factor]
+            cmd = [sys.executable, __file__, "--side", json.dumps(spec)]
+            done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+            if done.returncode:
+                sys.exit(f"{side} failed:\n{done.stderr[-3000:]}")
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            result["load_1min"] = os.getloadavg()[0]
+            samples[side].append(result)
+            print(side, r, json.dumps(result["seconds"]), f"load {result['load_1min']:.2f}")
+    return samples
+
+
+def report(args, samples: dict[str, list[dict]], size: int) -> None:
+    mb = size / 1e6
+    names = list(samples)
+    median = {
+        s: {k: statistics.median(x["seconds"][k] for x in samples[s]) for k in STAGES}
+        for s in names
+    }
+    head = "| stage | " + " | ".join(f"{s} s/MB" for s in names)
+    lines = [
+        f"Command: `{command_line('benchmarks/data_stages.py')}`",
+        f"Machine: {cpu_name()}, {os.cpu_count()} cores; "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; 1-min load average per "
+        "sample: "
+        + "; ".join(
+            f"{s} " + ", ".join(f"{x['load_1min']:.1f}" for x in samples[s]) for s in names
+        ),
+        f"Input: {mb:.1f} MB of text, {samples[names[0]][0]['sentences']:,} sentences; "
+        f"documents_per_shard {args.documents_per_shard}, dupe_factor {args.dupe_factor}; one "
+        "process, RAYON_NUM_THREADS=1; medians of "
+        f"{args.repeats} interleaved runs per side.",
+        "",
+        head + (" | ratio |" if len(names) == 2 else " |"),
+        "|---|" + "---:|" * (len(names) + (len(names) == 2)),
+    ]
+    for stage in [*STAGES, "total"]:
+        values = [sum(median[s].values()) if stage == "total" else median[s][stage] for s in names]
+        row = f"| {stage} | " + " | ".join(f"{v / mb:.3f}" for v in values)
+        lines.append(row + (f" | {values[1] / values[0]:.1f}x |" if len(names) == 2 else " |"))
+    digests = {s: [x["shards"] for x in samples[s]] for s in names}
+    same = all(d == digests[names[0]][0] for s in names for d in digests[s])
+    lines += [
+        "",
+        f"Example shards byte-identical across all runs and sides: {same} "
+        f"({len(digests[names[0]][0])} shards).",
+    ]
+    text = "\n".join(lines + (["", args.note] if args.note else [])) + "\n"
+    print(text)
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    if not same:
+        sys.exit("the example shards differ")
+
+
+if __name__ == "__main__":
+    main()

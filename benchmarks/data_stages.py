@@ -5,8 +5,9 @@ Each repeat runs every stage once per side in a fresh subprocess, the sides inte
 baseline, current, ...) so that both see the same machine load; the report gives medians and the
 1-minute load average beside each sample. The stages are the pipeline's own functions, shard by
 shard of `documents_per_shard` documents as `example_shards` cuts them: ingestion (reading the
-WikiExtractor files), sentence splitting, WordPiece, example creation, Pandera validation,
-shard writing and the shard statistics. The baseline is a git revision checked out into a
+WikiExtractor files), sentence splitting, WordPiece, example creation, Pandera validation (of
+documents, sentences and example shards), writing (the documents and sentences as Parquet, the
+example shards) and the shard statistics. The baseline is a git revision checked out into a
 temporary worktree and imported through PYTHONPATH from the same virtual environment.
 
     python benchmarks/data_stages.py --mb 10 --repeats 3 --baseline bfd6b54 \\
@@ -35,7 +36,7 @@ STAGES = [
     "WordPiece",
     "example creation",
     "Pandera validation",
-    "shard writing",
+    "writing",
     "statistics",
 ]
 
@@ -88,8 +89,11 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
     from bert_pipeline.data.stats import partial_statistics
     from bert_pipeline.data.tokenizer import tokenizer_from_vocab
     from bert_pipeline.schemas.pretraining import (
+        DocumentsSchema,
+        SentencesSchema,
         _validate_shard,
         check_examples_against_parameters,
+        validate_frame,
     )
 
     seconds = dict.fromkeys(STAGES, 0.0)
@@ -107,8 +111,16 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
     lap("WordPiece")
     documents = ingest_documents(source)
     lap("ingestion")
+    validate_frame(DocumentsSchema, documents, "documents")
+    lap("Pandera validation")
+    documents.to_parquet(out / "documents.parquet")
+    lap("writing")
     sentences = split_documents(documents, progress=False)
     lap("sentence splitting")
+    validate_frame(SentencesSchema, sentences, "sentences")
+    lap("Pandera validation")
+    sentences.to_parquet(out / "sentences.parquet")
+    lap("writing")
     digests = []
     for k, frame in shards(sentences, documents_per_shard):
         tokens = tokenize_sentences(tokenizer, frame["text"].tolist())
@@ -123,7 +135,7 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
         lap("Pandera validation")
         path = out / shard_name(k)
         write_shard(table, path)
-        lap("shard writing")
+        lap("writing")
         partial_statistics(read_shard(path), cfg, vocab)
         lap("statistics")
         digests.append(hashlib.sha256(path.read_bytes()).hexdigest())

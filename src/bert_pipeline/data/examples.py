@@ -182,48 +182,49 @@ def _truncated_lengths(la: np.ndarray, lb: np.ndarray, max_tokens: int):
 
 
 def _document_structure(
-    corpus: Corpus, d: int, cfg: ExampleConfig, rng: random.Random, starts: list[int]
+    d: int, cfg: ExampleConfig, rng: random.Random, starts: list[int], doc_start: list[int]
 ) -> list[tuple[int, ...]]:
     """google's `create_instances_from_document` up to (not including) masking.
 
     Returns rows of (a_doc, a_s0, a_s1, b_doc, b_s0, b_s1, is_random_next) with sentence indices
-    into the flat corpus arrays (`starts` is `corpus.sent_start` as a list: plain Python ints and
-    Python's `random`, as google's loop, are what make this per-chunk loop cheap).
+    into the flat corpus arrays (`starts` and `doc_start` are `corpus.sent_start` and
+    `corpus.doc_start` as lists: plain Python ints and Python's `random`, as google's loop, are
+    what make this per-chunk loop cheap). google adds sentences one by one until the chunk
+    reaches `target` tokens; a bisection over the token offsets finds the same end at once.
     """
-    doc_start = corpus.doc_start
-    s_lo, s_hi = int(doc_start[d]), int(doc_start[d + 1])
+    s_lo, s_hi = doc_start[d], doc_start[d + 1]
+    n_docs = len(doc_start) - 1
     max_num_tokens = cfg.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < cfg.short_seq_prob:
         target = rng.randint(2, max_num_tokens)
     out = []
     chunk_start = s_lo
-    i = s_lo
-    while i < s_hi:
-        if i == s_hi - 1 or starts[i + 1] - starts[chunk_start] >= target:
-            n_chunk = i + 1 - chunk_start
-            a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
-            a_s0, a_s1 = chunk_start, chunk_start + a_end
-            if not cfg.next_sentence:
-                # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
-                # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
-                if n_chunk > 1:
-                    out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
-            elif n_chunk == 1 or rng.random() < 0.5:
-                target_b = target - (starts[a_s1] - starts[a_s0])
-                r = rng.randrange(corpus.n_docs - 1)
-                r += r >= d
-                r_lo, r_hi = int(doc_start[r]), int(doc_start[r + 1])
-                b_s0 = rng.randrange(r_lo, r_hi)
-                # first sentence end where B reaches target_b tokens (at least one sentence)
-                b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
-                b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
-                out.append((d, a_s0, a_s1, r, b_s0, b_s1, 1))
-                i -= n_chunk - a_end  # put the unused sentences back
-            else:
+    while chunk_start < s_hi:
+        # last sentence of the chunk: the first whose end reaches target, else the document's last
+        i = bisect.bisect_left(starts, starts[chunk_start] + target, chunk_start + 1, s_hi) - 1
+        n_chunk = i + 1 - chunk_start
+        a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
+        a_s0, a_s1 = chunk_start, chunk_start + a_end
+        if not cfg.next_sentence:
+            # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
+            # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
+            if n_chunk > 1:
                 out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
-            chunk_start = i + 1
-        i += 1
+        elif n_chunk == 1 or rng.random() < 0.5:
+            target_b = target - (starts[a_s1] - starts[a_s0])
+            r = rng.randrange(n_docs - 1)
+            r += r >= d
+            r_lo, r_hi = doc_start[r], doc_start[r + 1]
+            b_s0 = rng.randrange(r_lo, r_hi)
+            # first sentence end where B reaches target_b tokens (at least one sentence)
+            b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
+            b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
+            out.append((d, a_s0, a_s1, r, b_s0, b_s1, 1))
+            i = a_s1 - 1  # put the unused sentences back
+        else:
+            out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
+        chunk_start = i + 1
     return out
 
 
@@ -249,9 +250,8 @@ def _mask(
     gid = np.cumsum(is_start, axis=1) - 1
     n_groups = is_start.sum(axis=1)
     g_max = max(1, int(n_groups.max()))
-    rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
-    sizes = np.zeros((n, g_max), dtype=np.int64)
-    np.add.at(sizes, (rows[maskable], gid[maskable]), 1)
+    cell = (np.arange(n)[:, None] * g_max + gid)[maskable]
+    sizes = np.bincount(cell, minlength=n * g_max).reshape(n, g_max)
 
     n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
 
@@ -275,7 +275,7 @@ def _mask(
         active &= ~take
     taken = np.zeros_like(taken_p)
     np.put_along_axis(taken, order, taken_p, axis=1)
-    selected = maskable & taken[rows, np.maximum(gid, 0)]
+    selected = maskable & np.take_along_axis(taken, np.maximum(gid, 0), axis=1)
 
     original = ids.copy()
     r, c = np.nonzero(selected)
@@ -294,11 +294,11 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     seed = np.random.SeedSequence([cfg.seed, shard, dupe])
     py_rng = random.Random(int(seed.generate_state(1, np.uint64)[0]))
     rng = np.random.default_rng(seed)
-    starts_list = corpus.sent_start.tolist()
+    starts_list, doc_start = corpus.sent_start.tolist(), corpus.doc_start.tolist()
     struct = [
         row
         for d in range(corpus.n_docs)
-        for row in _document_structure(corpus, d, cfg, py_rng, starts_list)
+        for row in _document_structure(d, cfg, py_rng, starts_list, doc_start)
     ]
     if not struct:
         return None

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import psutil
-from common import ROOT, SHARED_DATA, text_size
+from common import ROOT, SHARED_DATA, split_at_stages, text_size
 
 WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 MB = 1_000_000
@@ -360,7 +360,8 @@ def write_report(args, rows, google, training, work: Path) -> None:
     lines += targets(rows, google, training)
     raw = {"rows": rows, "google": google, "training": training}
     lines += ["", "Raw:", "", "```json", json.dumps(raw, indent=1), "```", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    _, stages = split_at_stages(args.out)
+    args.out.write_text("\n".join(lines) + (f"\n{stages}" if stages else ""), encoding="utf-8")
     print(f"wrote {args.out} (work folder {work})")
 
 

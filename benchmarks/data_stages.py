@@ -12,6 +12,8 @@ temporary worktree and imported through PYTHONPATH from the same virtual environ
 
     python benchmarks/data_stages.py --mb 10 --repeats 3 --baseline bfd6b54 \\
         [--corpus ../shared/data/corpora/wikipedia-en | data/01_raw/sample_corpus]
+
+The table replaces the per-stage section at the end of benchmarks/data_scale.md (`--output`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, SHARED_DATA, command_line, cpu_name, minilm_dir, text_size
+from common import (
+    DATA_STAGES_HEADING,
+    ROOT,
+    SHARED_DATA,
+    command_line,
+    cpu_name,
+    minilm_dir,
+    split_at_stages,
+    text_size,
+)
 
 STAGES = [
     "ingestion",
@@ -170,7 +181,12 @@ def main() -> None:
     parser.add_argument("--baseline", help="git revision to compare with (e.g. a commit of main)")
     parser.add_argument("--documents-per-shard", type=int, default=2000)
     parser.add_argument("--dupe-factor", type=int, default=5)
-    parser.add_argument("--output", type=Path, default=None, help="write the table here too")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=ROOT / "benchmarks" / "data_scale.md",
+        help="the report whose per-stage section (at its end) this run replaces",
+    )
     parser.add_argument("--note", default="", help="a line under the table")
     parser.add_argument("--side", help=argparse.SUPPRESS)  # JSON source: measure in this process
     args = parser.parse_args()
@@ -257,10 +273,10 @@ def report(args, samples: dict[str, list[dict]], size: int) -> None:
         f"Example shards byte-identical across all runs and sides: {same} "
         f"({len(digests[names[0]][0])} shards).",
     ]
-    text = "\n".join(lines + (["", args.note] if args.note else [])) + "\n"
+    text = "\n".join([DATA_STAGES_HEADING, "", *lines, *(["", args.note] if args.note else [])])
     print(text)
-    if args.output:
-        args.output.write_text(text, encoding="utf-8")
+    before, _ = split_at_stages(args.output)
+    args.output.write_text(before + text + "\n", encoding="utf-8")
     if not same:
         sys.exit("the example shards differ")
 

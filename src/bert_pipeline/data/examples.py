@@ -250,19 +250,39 @@ def _mask(
     gid = np.cumsum(is_start, axis=1) - 1
     n_groups = is_start.sum(axis=1)
     g_max = max(1, int(n_groups.max()))
-    cell = (np.arange(n)[:, None] * g_max + gid)[maskable]
-    sizes = np.bincount(cell, minlength=n * g_max).reshape(n, g_max)
-
     n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
 
     scores = rng.random((n, g_max))
     valid = np.arange(g_max)[None, :] < n_groups[:, None]
     scores[~valid] = np.inf
     order = np.argsort(scores, axis=1, kind="stable")
+    if cfg.whole_word_mask:
+        cell = (np.arange(n)[:, None] * g_max + gid)[maskable]
+        sizes = np.bincount(cell, minlength=n * g_max).reshape(n, g_max)
+        taken = _take_in_order(sizes, order, valid, n_predict)
+    else:
+        # one token per candidate: the first n_predict of the visiting order are taken
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(g_max)[None, :], axis=1)
+        taken = valid & (rank < n_predict[:, None])
+    selected = maskable & np.take_along_axis(taken, np.maximum(gid, 0), axis=1)
+
+    original = ids.copy()
+    r, c = np.nonzero(selected)
+    draw = rng.random(len(r))
+    random_ids = rng.integers(0, vocab.size, len(r))
+    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
+    return selected, original
+
+
+def _take_in_order(
+    sizes: np.ndarray, order: np.ndarray, valid: np.ndarray, n_predict: np.ndarray
+) -> np.ndarray:
+    """[N, G] candidates taken when visited in `order`, each while its size still fits."""
     size_p = np.take_along_axis(sizes, order, axis=1)
     active = np.take_along_axis(valid, order, axis=1)
     taken_p = np.zeros_like(active)
-    count = np.zeros(n, dtype=np.int64)
+    count = np.zeros(len(sizes), dtype=np.int64)
     while True:
         # a candidate larger than the budget left can never be taken (google skips it)
         active &= size_p <= (n_predict - count)[:, None]
@@ -275,14 +295,7 @@ def _mask(
         active &= ~take
     taken = np.zeros_like(taken_p)
     np.put_along_axis(taken, order, taken_p, axis=1)
-    selected = maskable & np.take_along_axis(taken, np.maximum(gid, 0), axis=1)
-
-    original = ids.copy()
-    r, c = np.nonzero(selected)
-    draw = rng.random(len(r))
-    random_ids = rng.integers(0, vocab.size, len(r))
-    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
-    return selected, original
+    return taken
 
 
 def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int):

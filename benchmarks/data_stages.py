@@ -166,6 +166,40 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
     }
 
 
+def tokenizer_options(source: dict, documents_per_shard: int, repeats: int) -> dict:
+    """CPU seconds per MB of text of the ways to get a shard's token ids from `tokenizers`."""
+    from bert_pipeline.data.corpus import ingest_documents, split_documents
+    from bert_pipeline.data.examples import tokenize_sentences
+    from bert_pipeline.data.tokenizer import split_words, tokenizer_from_vocab, word_boundaries
+
+    tok = tokenizer_from_vocab(minilm_dir() / "vocab.txt")
+    _, frame = next(shards(split_documents(ingest_documents(source)), documents_per_shard))
+    texts = frame["text"].tolist()
+    words = split_words(texts, word_boundaries(tok))[0].to_pylist()
+
+    def encode(inputs, **kwargs) -> list:
+        return [e.ids for e in tok.encode_batch_fast(inputs, add_special_tokens=False, **kwargs)]
+
+    options = {
+        "every sentence, encode_batch_fast (before)": lambda: encode(texts),
+        "every sentence split at spaces, is_pretokenized=True": lambda: encode(
+            [t.split(" ") for t in texts], is_pretokenized=True
+        ),
+        "each distinct word, one Encoding per word": lambda: encode(words),
+        "each distinct word, a thousand per Encoding (tokenize_sentences)": lambda: (
+            tokenize_sentences(tok, texts)
+        ),
+    }
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    seconds = {name: [] for name in options}
+    for _ in range(repeats):
+        for name, run in options.items():
+            start = time.process_time()
+            run()
+            seconds[name].append(time.process_time() - start)
+    return {name: statistics.median(s) / mb for name, s in seconds.items()}
+
+
 def checkouts(baseline: str | None, scratch: Path) -> dict[str, dict[str, str]]:
     """side name -> environment of the subprocess that measures it."""
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
@@ -196,11 +230,16 @@ def main() -> None:
     )
     parser.add_argument("--note", default="", help="a line under the table")
     parser.add_argument("--side", help=argparse.SUPPRESS)  # JSON source: measure in this process
+    parser.add_argument("--options", help=argparse.SUPPRESS)  # JSON source: tokenizer options
     args = parser.parse_args()
     if args.side:
         side = json.loads(args.side)
         result = run_stages(side["source"], Path(side["out"]), *side["shape"])
         print(json.dumps(result))
+        return
+    if args.options:
+        source = json.loads(args.options)
+        print(json.dumps(tokenizer_options(source, args.documents_per_shard, args.repeats)))
         return
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -209,6 +248,13 @@ def main() -> None:
         sides = checkouts(args.baseline, scratch)
         try:
             samples = measure(args, sides, source, scratch)
+            options = subprocess.run(
+                [sys.executable, __file__, "--options", json.dumps(source), *options_args(args)],
+                env=sides["current"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
         finally:
             if args.baseline:
                 subprocess.run(
@@ -223,7 +269,11 @@ def main() -> None:
                     ],
                     check=False,
                 )
-    report(args, samples, size)
+    report(args, samples, size, json.loads(options.stdout.strip().splitlines()[-1]))
+
+
+def options_args(args) -> list[str]:
+    return ["--documents-per-shard", str(args.documents_per_shard), "--repeats", str(args.repeats)]
 
 
 def measure(args, sides: dict, source: dict, scratch: Path) -> dict[str, list[dict]]:
@@ -246,7 +296,7 @@ def measure(args, sides: dict, source: dict, scratch: Path) -> dict[str, list[di
     return samples
 
 
-def report(args, samples: dict[str, list[dict]], size: int) -> None:
+def report(args, samples: dict[str, list[dict]], size: int, options: dict[str, float]) -> None:
     mb = size / 1e6
     names = list(samples)
     pair = len(names) == 2
@@ -286,6 +336,14 @@ def report(args, samples: dict[str, list[dict]], size: int) -> None:
         "",
         f"Example shards byte-identical across all runs and sides: {same} "
         f"({len(digests[names[0]][0])} shards).",
+    ]
+    lines += [
+        "",
+        "Token ids of the first shard from `tokenizers` (current code, same process settings):",
+        "",
+        "| how | CPU s/MB |",
+        "|---|---:|",
+        *(f"| {name} | {value:.3f} |" for name, value in options.items()),
     ]
     text = "\n".join([DATA_STAGES_HEADING, "", *lines, *(["", args.note] if args.note else [])])
     print(text)

@@ -348,6 +348,7 @@ def report(args, samples: dict[str, list[dict]], size: int, options: dict[str, f
     text = "\n".join([DATA_STAGES_HEADING, "", *lines, *(["", args.note] if args.note else [])])
     print(text)
     before, _ = split_at_stages(args.output)
+    before = before.rstrip("\n") + "\n\n" if before.strip() else ""
     args.output.write_text(before + text + "\n", encoding="utf-8")
     if not same:
         sys.exit("the example shards differ")

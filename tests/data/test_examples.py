@@ -363,3 +363,8 @@ def test_sample_corpus_shards_are_byte_identical_to_the_reference(
         write_shard(table, tmp_path / name)
         digests[name] = hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
     assert digests == REFERENCE_SHARDS[tokenizer]
+
+
+def test_build_corpus_refuses_ids_that_do_not_add_up():
+    with pytest.raises(ValueError, match="3 token ids for sentences of 2 tokens"):
+        build_corpus(["a", "a"], np.arange(2), np.array([5, 6, 7]), np.array([1, 1]))

@@ -140,6 +140,8 @@ def build_corpus(
     lengths = np.asarray(lengths, dtype=np.int64)
     keep = lengths > 0
     tokens = np.asarray(tokens, dtype=np.int32)
+    if lengths.sum() != len(tokens):
+        raise ValueError(f"{len(tokens)} token ids for sentences of {lengths.sum()} tokens")
     doc_arr = np.asarray(doc_ids, dtype=object)[keep]
     lengths = lengths[keep]
     sent_start = np.zeros(len(lengths) + 1, dtype=np.int64)

@@ -306,11 +306,12 @@ def word_boundaries(tok: Tokenizer) -> WordBoundaries | None:
         found = tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(f"a{c}b"))
         return [w for w, _ in found]
 
+    separators = "".join(c for c in PYTHON_SPACES if words(c) == ["a", "b"])
+    if " " not in separators:  # split_words cuts at spaces
+        return None
     ascii_symbols = (chr(i) for i in range(33, 127) if chr(i) not in added)
-    return WordBoundaries(
-        separators="".join(c for c in PYTHON_SPACES if words(c) == ["a", "b"]),
-        isolated="".join(c for c in ascii_symbols if words(c) == ["a", c, "b"]),
-    )
+    isolated = "".join(c for c in ascii_symbols if words(c) == ["a", c, "b"])
+    return WordBoundaries(separators, isolated)
 
 
 def encode_distinct(tok: Tokenizer, words: Sequence[str], per_text: int = 1000):

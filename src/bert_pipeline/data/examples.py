@@ -335,10 +335,10 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     rows = np.arange(n)
     ids[rows, new_la + 1] = vocab.sep_id
     ids[rows, lengths - 1] = vocab.sep_id
-    ra = np.repeat(rows, new_la)
-    ids[ra, _ranges(np.ones(n, dtype=np.int64), new_la)] = corpus.tokens[_ranges(a_tok0, new_la)]
-    rb = np.repeat(rows, new_lb)
-    ids[rb, _ranges(new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
+    row_start = rows * cfg.max_seq_length  # A and B by flat position: no row index per token
+    flat = ids.reshape(-1)
+    flat[_ranges(row_start + 1, new_la)] = corpus.tokens[_ranges(a_tok0, new_la)]
+    flat[_ranges(row_start + new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
 
     if cfg.dynamic_masking:
         selected = np.zeros(ids.shape, dtype=bool)

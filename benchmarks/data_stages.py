@@ -305,8 +305,11 @@ def report(args, samples: dict[str, list[dict]], size: int, options: dict[str, f
         for s in names
         for kind in ("cpu_seconds", "seconds")
     }
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
     lines = [
-        f"Command: `{command_line('benchmarks/data_stages.py')}`",
+        f"Command: `{command_line('benchmarks/data_stages.py')}`; current: {commit}",
         f"Machine: {cpu_name()}, {os.cpu_count()} cores; "
         f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; 1-min load average per "
         "sample: "

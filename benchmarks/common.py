@@ -56,6 +56,17 @@ def write_report(lines: list[str], note: str, output: Path) -> None:
     print(text, end="")
 
 
+# data_scale.md ends with data_stages.py's table: each tool rewrites only its own part
+DATA_STAGES_HEADING = "## Per stage, one process (benchmarks/data_stages.py)"
+
+
+def split_at_stages(path: Path) -> tuple[str, str]:
+    """The text of `path` before the per-stage section and the section itself ("" if none)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    cut = text.find(DATA_STAGES_HEADING)
+    return (text, "") if cut < 0 else (text[:cut], text[cut:])
+
+
 def text_size(path: Path) -> int:
     """Uncompressed size of a .gz file (its ISIZE trailer; files here are far below 4 GB)."""
     with path.open("rb") as fh:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import psutil
-from common import ROOT, SHARED_DATA, text_size
+from common import ROOT, SHARED_DATA, split_at_stages, text_size
 
 WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 MB = 1_000_000
@@ -102,11 +102,12 @@ def kedro_run(pipeline: str, params: dict[str, str], env: dict[str, str], log: P
 
 
 def pipeline_seconds(log: Path) -> float | None:
-    """Kedro's own 'Pipeline execution completed successfully in N sec.': the nodes and their
-    saves, cluster start included, without Kedro's and MLflow's start-up."""
+    """The run's 'Pipeline execution completed in N s' (Kedro's own line says 'completed
+    successfully in N sec.'): the nodes and their saves, cluster start included, without Kedro's
+    and MLflow's start-up."""
     text = re.sub(r"\s+", " ", log.read_text(errors="replace"))
-    found = re.search(r"successfully in ([0-9.]+) sec", text)
-    return float(found.group(1)) if found else None
+    found = re.search(r"execution completed (?:successfully )?in (?:(\d+) min )?([0-9.]+) s", text)
+    return 60 * int(found.group(1) or 0) + float(found.group(2)) if found else None
 
 
 def google_format(source_folder: Path, out: Path) -> int:
@@ -360,7 +361,8 @@ def write_report(args, rows, google, training, work: Path) -> None:
     lines += targets(rows, google, training)
     raw = {"rows": rows, "google": google, "training": training}
     lines += ["", "Raw:", "", "```json", json.dumps(raw, indent=1), "```", ""]
-    args.out.write_text("\n".join(lines), encoding="utf-8")
+    _, stages = split_at_stages(args.out)
+    args.out.write_text("\n".join(lines) + (f"\n{stages}" if stages else ""), encoding="utf-8")
     print(f"wrote {args.out} (work folder {work})")
 
 

@@ -102,7 +102,7 @@ def build_examples(args: argparse.Namespace) -> tuple[object, dict]:
     corpus = build_corpus(
         sentences["doc_id"].tolist(),
         sentences["sentence_index"].to_numpy(),
-        tokenize_sentences(tokenizer, sentences["text"].tolist()),
+        *tokenize_sentences(tokenizer, sentences["text"].tolist()),
     )
     cfg = ExampleConfig(
         max_seq_length=args.max_seq_length,

@@ -150,6 +150,20 @@ def test_squad(project_root, shared_data, minilm, tmp_path):
     assert "| all-MiniLM-L6-v2 |" in report
 
 
+def test_data_stages(project_root, minilm, tmp_path):
+    """Every stage once on the bundled sample corpus; the table goes after the report's text."""
+    out = tmp_path / "data_scale.md"
+    out.write_text("# Data pipeline at scale\n\n", encoding="utf-8")
+    corpus = str(project_root / "data" / "01_raw" / "sample_corpus")
+    run_tool(
+        project_root, "data_stages.py", "--corpus", corpus, "--repeats", "1",
+        "--documents-per-shard", "40", "--dupe-factor", "1", "--output", str(out),
+    )  # fmt: skip
+    report = out.read_text()
+    assert report.startswith("# Data pipeline at scale\n\n## Per stage")
+    assert "| WordPiece |" in report and "byte-identical across all runs and sides: True" in report
+
+
 @pytest.mark.slow
 def test_data_scale(project_root, shared_data, minilm, tmp_path):
     """Three `kedro run`s (pretrain_data, then pretrain_model twice, at least its 5 warm-up

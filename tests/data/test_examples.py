@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pyarrow.compute as pc
 import pytest
@@ -14,6 +16,7 @@ from bert_pipeline.data.examples import (
     tokenize_sentences,
     vocab_from_tokenizer,
 )
+from bert_pipeline.data.shards import write_shard
 from bert_pipeline.data.stats import example_statistics
 from bert_pipeline.data.tokenizer import train_tokenizer
 from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
@@ -33,7 +36,7 @@ def _prepare(source: dict):
     corpus = build_corpus(
         sentences["doc_id"].tolist(),
         sentences["sentence_index"].to_numpy(),
-        tokenize_sentences(tok, sentences["text"].tolist()),
+        *tokenize_sentences(tok, sentences["text"].tolist()),
     )
     return sentences, tok, corpus, vocab_from_tokenizer(tok)
 
@@ -190,7 +193,8 @@ def _corpus(docs: dict[str, list[list[int]]]):
             doc_ids.append(d)
             idx.append(k)
             toks.append(s)
-    return build_corpus(doc_ids, np.asarray(idx), toks)
+    lengths = [len(t) for t in toks]
+    return build_corpus(doc_ids, np.asarray(idx), np.concatenate([[], *toks]), lengths)
 
 
 @pytest.fixture
@@ -338,3 +342,60 @@ def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):
     assert (frame["a_doc_id"] == frame["b_doc_id"]).all()
     assert (frame["a_sent_end"] == frame["b_sent_start"]).all()
     ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)  # the catalog schema accepts them
+
+
+# sha256 of the example shard (Arrow IPC file) of the bundled sample corpus, one shard, as main
+# wrote it before the tokenizer cache and the faster example loop (commit bfd6b54)
+REFERENCE_SHARDS = {
+    "bert_vocab": {
+        "default": "60891dc227656ae08baba0964ecde26570b79aecf04639a59bd0eb68929335d3",
+        "whole_word": "3db931b9fbd328d74138dd3a0df5f2f9c59f75617ec8170ca30e77ab663c7b25",
+        "no_nsp": "3f8143b5ed0b0e430de68f6f5ef4912f1c8acf5aac4b4236a31cd5bf36a919cc",
+        "dynamic": "ceded043395059ba92ee8c59a5351fee5b3af1dba32311c5da2ead342a5739e5",
+        "short": "8bd41c4d991814ab12f152aa51a8a8199d2b8232b4fd87b3f16db2aae830ef4a",
+    },
+    "trained": {
+        "default": "228ef314b5d35d5f74bacc55ad4208e2c4f018d13d90ad1bd56b1715eefb1dc9",
+        "whole_word": "f5802b148a9e76d064290164266a97b8366e07a54fd95a028809a2f31f452bee",
+        "no_nsp": "68a4ec5aebf79a6984c853c95e535e07e779f06dbb1dd89d6f7b69244196b257",
+        "dynamic": "a9da92b60d06a56c6f15db8c222cc6d6f277e667d81b80dfa25c9d45bc681631",
+        "short": "0e7aaafd163f06e1166023f311e91ed9af85e3557ad80a0855fcd7dc376a328c",
+    },
+}
+REFERENCE_CONFIGS = {
+    "default": {"dupe_factor": 2},
+    "whole_word": {"dupe_factor": 1, "whole_word_mask": True, "seed": 5},
+    "no_nsp": {"dupe_factor": 1, "next_sentence": False},
+    "dynamic": {"dupe_factor": 1, "masking": "dynamic"},
+    "short": {"dupe_factor": 1, "max_seq_length": 16, "short_seq_prob": 0.5, "seed": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def sample_sentences(project_root):
+    source = {"kind": "prose_folder", "path": str(project_root / "data/01_raw/sample_corpus")}
+    return split_documents(ingest_documents(source), progress=False)
+
+
+@pytest.mark.parametrize("tokenizer", list(REFERENCE_SHARDS))
+def test_sample_corpus_shards_are_byte_identical_to_the_reference(
+    tokenizer, sample_sentences, bert_vocab, tmp_path
+):
+    texts = sample_sentences["text"].tolist()
+    tok = bert_vocab if tokenizer == "bert_vocab" else train_tokenizer(texts, vocab_size=8000)
+    corpus = build_corpus(
+        sample_sentences["doc_id"].tolist(),
+        sample_sentences["sentence_index"].to_numpy(),
+        *tokenize_sentences(tok, texts),
+    )
+    digests = {}
+    for name, cfg in REFERENCE_CONFIGS.items():
+        table = create_examples(corpus, ExampleConfig(**cfg), vocab_from_tokenizer(tok), 3, False)
+        write_shard(table, tmp_path / name)
+        digests[name] = hashlib.sha256((tmp_path / name).read_bytes()).hexdigest()
+    assert digests == REFERENCE_SHARDS[tokenizer]
+
+
+def test_build_corpus_refuses_ids_that_do_not_add_up():
+    with pytest.raises(ValueError, match="3 token ids for sentences of 2 tokens"):
+        build_corpus(["a", "a"], np.arange(2), np.array([5, 6, 7]), np.array([1, 1]))

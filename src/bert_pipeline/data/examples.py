@@ -31,6 +31,7 @@ import bisect
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -135,21 +136,18 @@ class Corpus:
 
 
 def build_corpus(
-    doc_ids: Sequence[str], sentence_index: np.ndarray, token_lists: Sequence[Sequence[int]]
+    doc_ids: Sequence[str], sentence_index: np.ndarray, tokens: np.ndarray, lengths: np.ndarray
 ) -> Corpus:
-    """Flattens per-sentence token ids; drops sentences without tokens and then empty documents.
+    """The corpus of `tokenize_sentences`' output (every sentence's ids, concatenated, and their
+    counts); drops sentences without tokens and then empty documents.
 
     Rows must be grouped by document, in sentence order (as the `sentences` table is).
     """
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
+    lengths = np.asarray(lengths, dtype=np.int64)
     keep = lengths > 0
-    tokens = (
-        np.concatenate(
-            [np.asarray(t, dtype=np.int32) for t, k in zip(token_lists, keep, strict=True) if k]
-        )
-        if keep.any()
-        else np.zeros(0, dtype=np.int32)
-    )
+    tokens = np.asarray(tokens, dtype=np.int32)
+    if lengths.sum() != len(tokens):
+        raise ValueError(f"{len(tokens)} token ids for sentences of {lengths.sum()} tokens")
     doc_arr = np.asarray(doc_ids, dtype=object)[keep]
     lengths = lengths[keep]
     sent_start = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -192,48 +190,49 @@ def _truncated_lengths(la: np.ndarray, lb: np.ndarray, max_tokens: int):
 
 
 def _document_structure(
-    corpus: Corpus, d: int, cfg: ExampleConfig, rng: random.Random, starts: list[int]
+    d: int, cfg: ExampleConfig, rng: random.Random, starts: list[int], doc_start: list[int]
 ) -> list[tuple[int, ...]]:
     """google's `create_instances_from_document` up to (not including) masking.
 
     Returns rows of (a_doc, a_s0, a_s1, b_doc, b_s0, b_s1, is_random_next) with sentence indices
-    into the flat corpus arrays (`starts` is `corpus.sent_start` as a list: plain Python ints and
-    Python's `random`, as google's loop, are what make this per-chunk loop cheap).
+    into the flat corpus arrays (`starts` and `doc_start` are `corpus.sent_start` and
+    `corpus.doc_start` as lists: plain Python ints and Python's `random`, as google's loop, are
+    what make this per-chunk loop cheap). google adds sentences one by one until the chunk
+    reaches `target` tokens; a bisection over the token offsets finds the same end at once.
     """
-    doc_start = corpus.doc_start
-    s_lo, s_hi = int(doc_start[d]), int(doc_start[d + 1])
+    s_lo, s_hi = doc_start[d], doc_start[d + 1]
+    n_docs = len(doc_start) - 1
     max_num_tokens = cfg.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < cfg.short_seq_prob:
         target = rng.randint(2, max_num_tokens)
     out = []
     chunk_start = s_lo
-    i = s_lo
-    while i < s_hi:
-        if i == s_hi - 1 or starts[i + 1] - starts[chunk_start] >= target:
-            n_chunk = i + 1 - chunk_start
-            a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
-            a_s0, a_s1 = chunk_start, chunk_start + a_end
-            if not cfg.next_sentence:
-                # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
-                # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
-                if n_chunk > 1:
-                    out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
-            elif n_chunk == 1 or rng.random() < 0.5:
-                target_b = target - (starts[a_s1] - starts[a_s0])
-                r = rng.randrange(corpus.n_docs - 1)
-                r += r >= d
-                r_lo, r_hi = int(doc_start[r]), int(doc_start[r + 1])
-                b_s0 = rng.randrange(r_lo, r_hi)
-                # first sentence end where B reaches target_b tokens (at least one sentence)
-                b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
-                b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
-                out.append((d, a_s0, a_s1, r, b_s0, b_s1, 1))
-                i -= n_chunk - a_end  # put the unused sentences back
-            else:
+    while chunk_start < s_hi:
+        # last sentence of the chunk: the first whose end reaches target, else the document's last
+        i = bisect.bisect_left(starts, starts[chunk_start] + target, chunk_start + 1, s_hi) - 1
+        n_chunk = i + 1 - chunk_start
+        a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
+        a_s0, a_s1 = chunk_start, chunk_start + a_end
+        if not cfg.next_sentence:
+            # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
+            # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
+            if n_chunk > 1:
                 out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
-            chunk_start = i + 1
-        i += 1
+        elif n_chunk == 1 or rng.random() < 0.5:
+            target_b = target - (starts[a_s1] - starts[a_s0])
+            r = rng.randrange(n_docs - 1)
+            r += r >= d
+            r_lo, r_hi = doc_start[r], doc_start[r + 1]
+            b_s0 = rng.randrange(r_lo, r_hi)
+            # first sentence end where B reaches target_b tokens (at least one sentence)
+            b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
+            b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
+            out.append((d, a_s0, a_s1, r, b_s0, b_s1, 1))
+            i = a_s1 - 1  # put the unused sentences back
+        else:
+            out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
+        chunk_start = i + 1
     return out
 
 
@@ -259,20 +258,39 @@ def _mask(
     gid = np.cumsum(is_start, axis=1) - 1
     n_groups = is_start.sum(axis=1)
     g_max = max(1, int(n_groups.max()))
-    rows = np.broadcast_to(np.arange(n)[:, None], ids.shape)
-    sizes = np.zeros((n, g_max), dtype=np.int64)
-    np.add.at(sizes, (rows[maskable], gid[maskable]), 1)
-
     n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
 
     scores = rng.random((n, g_max))
     valid = np.arange(g_max)[None, :] < n_groups[:, None]
     scores[~valid] = np.inf
     order = np.argsort(scores, axis=1, kind="stable")
+    if cfg.whole_word_mask:
+        cell = (np.arange(n)[:, None] * g_max + gid)[maskable]
+        sizes = np.bincount(cell, minlength=n * g_max).reshape(n, g_max)
+        taken = _take_in_order(sizes, order, valid, n_predict)
+    else:
+        # one token per candidate: the first n_predict of the visiting order are taken
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(g_max)[None, :], axis=1)
+        taken = valid & (rank < n_predict[:, None])
+    selected = maskable & np.take_along_axis(taken, np.maximum(gid, 0), axis=1)
+
+    original = ids.copy()
+    r, c = np.nonzero(selected)
+    draw = rng.random(len(r))
+    random_ids = rng.integers(0, vocab.size, len(r))
+    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
+    return selected, original
+
+
+def _take_in_order(
+    sizes: np.ndarray, order: np.ndarray, valid: np.ndarray, n_predict: np.ndarray
+) -> np.ndarray:
+    """[N, G] candidates taken when visited in `order`, each while its size still fits."""
     size_p = np.take_along_axis(sizes, order, axis=1)
     active = np.take_along_axis(valid, order, axis=1)
     taken_p = np.zeros_like(active)
-    count = np.zeros(n, dtype=np.int64)
+    count = np.zeros(len(sizes), dtype=np.int64)
     while True:
         # a candidate larger than the budget left can never be taken (google skips it)
         active &= size_p <= (n_predict - count)[:, None]
@@ -285,14 +303,7 @@ def _mask(
         active &= ~take
     taken = np.zeros_like(taken_p)
     np.put_along_axis(taken, order, taken_p, axis=1)
-    selected = maskable & taken[rows, np.maximum(gid, 0)]
-
-    original = ids.copy()
-    r, c = np.nonzero(selected)
-    draw = rng.random(len(r))
-    random_ids = rng.integers(0, vocab.size, len(r))
-    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
-    return selected, original
+    return taken
 
 
 def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int):
@@ -304,11 +315,11 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     seed = np.random.SeedSequence([cfg.seed, shard, dupe])
     py_rng = random.Random(int(seed.generate_state(1, np.uint64)[0]))
     rng = np.random.default_rng(seed)
-    starts_list = corpus.sent_start.tolist()
+    starts_list, doc_start = corpus.sent_start.tolist(), corpus.doc_start.tolist()
     struct = [
         row
         for d in range(corpus.n_docs)
-        for row in _document_structure(corpus, d, cfg, py_rng, starts_list)
+        for row in _document_structure(d, cfg, py_rng, starts_list, doc_start)
     ]
     if not struct:
         return None
@@ -330,10 +341,10 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     rows = np.arange(n)
     ids[rows, new_la + 1] = vocab.sep_id
     ids[rows, lengths - 1] = vocab.sep_id
-    ra = np.repeat(rows, new_la)
-    ids[ra, _ranges(np.ones(n, dtype=np.int64), new_la)] = corpus.tokens[_ranges(a_tok0, new_la)]
-    rb = np.repeat(rows, new_lb)
-    ids[rb, _ranges(new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
+    row_start = rows * cfg.max_seq_length  # A and B by flat position: no row index per token
+    flat = ids.reshape(-1)
+    flat[_ranges(row_start + 1, new_la)] = corpus.tokens[_ranges(a_tok0, new_la)]
+    flat[_ranges(row_start + new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
 
     if cfg.dynamic_masking:
         selected = np.zeros(ids.shape, dtype=bool)
@@ -464,12 +475,38 @@ def vocab_from_tokenizer(tokenizer) -> Vocab:
     )
 
 
-def tokenize_sentences(
-    tokenizer, texts: Sequence[str], batch_size: int = 10_000
-) -> list[list[int]]:
-    """Token ids per sentence without special tokens, in batches through the Rust tokenizer."""
-    encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
-    out: list[list[int]] = []
-    for i in range(0, len(texts), batch_size):
-        out.extend(e.ids for e in encode(list(texts[i : i + batch_size]), add_special_tokens=False))
-    return out
+def tokenize_sentences(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids of all sentences without special tokens, concatenated (int32), and the number
+    of each sentence's tokens.
+
+    A shard repeats tens of thousands of distinct words millions of times: each distinct word is
+    tokenized once (by the tokenizer itself) and its ids are copied to every occurrence, which
+    gives the tokenizer's own ids for the whole sentence (see `word_boundaries`).
+    """
+    from bert_pipeline.data.tokenizer import encode_distinct, split_words, word_boundaries
+
+    bounds = word_boundaries(tokenizer)
+    if bounds is None:
+        return _tokenize_whole(tokenizer, texts)
+    distinct, occurrences, offsets = split_words(texts, bounds)
+    ids, counts = encode_distinct(tokenizer, distinct.to_pylist())
+    starts = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    per_occurrence = counts[occurrences]
+    tokens = ids[_ranges(starts[occurrences], per_occurrence)]
+    ends = np.zeros(len(occurrences) + 1, dtype=np.int64)
+    np.cumsum(per_occurrence, out=ends[1:])
+    return tokens, ends[offsets[1:]] - ends[offsets[:-1]]
+
+
+def _tokenize_whole(tokenizer, texts: Sequence[str], batch_size: int = 10_000):
+    """`tokenize_sentences` for a tokenizer whose words cannot be tokenized apart."""
+    ids = [
+        e.ids
+        for i in range(0, len(texts), batch_size)
+        for e in tokenizer.encode_batch_fast(
+            list(texts[i : i + batch_size]), add_special_tokens=False
+        )
+    ]
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    return np.fromiter(chain.from_iterable(ids), np.int32, int(lengths.sum())), lengths

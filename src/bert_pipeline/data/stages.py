@@ -10,6 +10,7 @@ in one process; what a function returns to the caller is small (counts, a senten
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -33,6 +34,7 @@ from bert_pipeline.data.corpus import (
 )
 from bert_pipeline.data.examples import (
     ExampleConfig,
+    Vocab,
     build_corpus,
     create_examples,
     tokenize_sentences,
@@ -166,11 +168,20 @@ def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[i
     return [*starts, int(docs[-1])]
 
 
-def _shard_examples(frame: pd.DataFrame, shard: int, tokenizer_json: str, cfg: ExampleConfig):
+@functools.lru_cache(maxsize=2)
+def _worker_tokenizer(tokenizer_json: str) -> tuple[Tokenizer, Vocab]:
+    """Parsed once per worker process, not once per shard: parsing a 30k vocabulary costs as
+    much as tokenizing a few hundred KB of text."""
     tokenizer = Tokenizer.from_str(tokenizer_json)
-    vocab = vocab_from_tokenizer(tokenizer)
-    token_lists = tokenize_sentences(tokenizer, frame["text"].tolist())
-    corpus = build_corpus(frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), token_lists)
+    return tokenizer, vocab_from_tokenizer(tokenizer)
+
+
+def _shard_examples(frame: pd.DataFrame, shard: int, tokenizer_json: str, cfg: ExampleConfig):
+    tokenizer, vocab = _worker_tokenizer(tokenizer_json)
+    tokens, lengths = tokenize_sentences(tokenizer, frame["text"].tolist())
+    corpus = build_corpus(
+        frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), tokens, lengths
+    )
     table = create_examples(corpus, cfg, vocab, shard=shard, progress=False)
     check_examples_against_parameters(table, cfg.max_seq_length, vocab.size)
     return table

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
@@ -262,3 +265,90 @@ def load_tokenizer(directory: str | Path, lowercase: bool = True) -> Tokenizer:
         n: (path / n).read_bytes() for n in (TOKENIZER_FILE, VOCAB_FILE) if (path / n).is_file()
     }
     return tokenizer_from_files(files, lowercase, str(path))
+
+
+# Candidate separators: Unicode's White_Space (Rust's `char::is_whitespace`, on which
+# BertPreTokenizer splits) is within Python's `str.isspace`, none above U+3000. A separator missed
+# here stays inside a word and only costs speed; a wrong one would change ids.
+PYTHON_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+
+
+@dataclass(frozen=True)
+class WordBoundaries:
+    """Where a tokenizer always cuts a text: at `separators` (no token) and around each of
+    `isolated` (a token of its own, e.g. ASCII punctuation for BERT)."""
+
+    separators: str
+    isolated: str
+
+
+def word_boundaries(tok: Tokenizer) -> WordBoundaries | None:
+    """The boundaries of `tok`'s words, or None when the ids of a text may differ from the ids
+    of its pieces between them, concatenated.
+
+    They exist for BertNormalizer (it works character by character) and BertPreTokenizer
+    without truncation or padding, and added tokens without whitespace. The characters are asked
+    of the tokenizer itself: BertNormalizer deletes some whitespace (\\x85, \\x0b, \\x0c) as
+    control characters, so "a\\x85b" is one word; characters of added tokens ("[" of "[MASK]")
+    are never isolated, as the tokenizer matches those tokens before cutting words.
+    """
+    simple = (
+        isinstance(tok.normalizer, normalizers.BertNormalizer)
+        and isinstance(tok.pre_tokenizer, pre_tokenizers.BertPreTokenizer)
+        and tok.truncation is None
+        and tok.padding is None
+    )
+    added = "".join(t.content for t in tok.get_added_tokens_decoder().values())
+    if not simple or any(c in PYTHON_SPACES for c in added):
+        return None
+
+    def words(c: str) -> list[str]:
+        found = tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(f"a{c}b"))
+        return [w for w, _ in found]
+
+    separators = "".join(c for c in PYTHON_SPACES if words(c) == ["a", "b"])
+    if " " not in separators:  # split_words cuts at spaces
+        return None
+    ascii_symbols = (chr(i) for i in range(33, 127) if chr(i) not in added)
+    isolated = "".join(c for c in ascii_symbols if words(c) == ["a", c, "b"])
+    return WordBoundaries(separators, isolated)
+
+
+def encode_distinct(tok: Tokenizer, words: Sequence[str], per_text: int = 1000):
+    """Ids of each of `words` (no special tokens) as (flat int32 ids, int64 count per word).
+
+    The words go through the tokenizer `per_text` at a time, joined by spaces, and each token
+    finds its word by its character offset: one Encoding per thousand words, not per word, as
+    an Encoding costs more than a word.
+    """
+    texts = [" ".join(words[lo : lo + per_text]) for lo in range(0, len(words), per_text)]
+    ids, counts = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int64)]
+    for k, encoding in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
+        batch = words[k * per_text : (k + 1) * per_text]
+        starts = np.cumsum([0] + [len(w) + 1 for w in batch[:-1]])
+        first = np.fromiter((o[0] for o in encoding.offsets), np.int64, len(encoding.ids))
+        owner = np.searchsorted(starts, first, side="right") - 1
+        ids.append(np.asarray(encoding.ids, dtype=np.int32))
+        counts.append(np.bincount(owner, minlength=len(batch)))
+    return np.concatenate(ids), np.concatenate(counts).astype(np.int64)
+
+
+def _char_class(chars: str) -> str:
+    return "[" + "".join(f"\\x{{{ord(c):x}}}" for c in chars) + "]"
+
+
+def split_words(
+    texts: Sequence[str], bounds: WordBoundaries
+) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """`texts` cut at `bounds` (in Arrow, no Python loop per word): the distinct pieces, the
+    index of each piece occurrence into them, and each text's offsets into the occurrences."""
+    column = pa.array(texts, pa.large_string())
+    others = bounds.separators.replace(" ", "")
+    if others:
+        column = pc.replace_substring_regex(column, _char_class(others), " ")
+    if bounds.isolated:
+        column = pc.replace_substring_regex(column, f"({_char_class(bounds.isolated)})", r" \1 ")
+    pieces = pc.split_pattern(column, " ")
+    codes = pc.dictionary_encode(pc.list_flatten(pieces))
+    offsets = pieces.offsets.to_numpy()
+    return codes.dictionary, codes.indices.to_numpy().astype(np.int64), offsets

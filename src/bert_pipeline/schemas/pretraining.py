@@ -193,8 +193,14 @@ class PartitionValidator:
         return data.map_partitions(_validate_partition, self.schema, meta=data._meta)
 
 
+def _lists_stay_arrow(dtype: pa_arrow.DataType) -> pd.ArrowDtype | None:
+    return pd.ArrowDtype(dtype) if pa_arrow.types.is_list(dtype) else None
+
+
 def _validate_shard(table: pa_arrow.Table, name: str) -> pa_arrow.Table:
-    validate_frame(ExamplesFrameSchema, table.to_pandas(), name)
+    """The shard's list columns stay Arrow arrays in the frame: the row checks read them as
+    Arrow, and a NumPy array per row and list column would cost more than the checks."""
+    validate_frame(ExamplesFrameSchema, table.to_pandas(types_mapper=_lists_stay_arrow), name)
     return table
 
 

@@ -344,22 +344,23 @@ def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):
     ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)  # the catalog schema accepts them
 
 
-# sha256 of the example shard (Arrow IPC file) of the bundled sample corpus, one shard, as main
-# wrote it before the tokenizer cache and the faster example loop (commit bfd6b54)
+# sha256 of the example shard (Arrow IPC file) of the bundled sample corpus, one shard, as the
+# code wrote it before the tokenizer cache and the faster example loop (main at bfd6b54 with the
+# truncation column split into a_/b_truncated_tokens, which left every other column as it was)
 REFERENCE_SHARDS = {
     "bert_vocab": {
-        "default": "60891dc227656ae08baba0964ecde26570b79aecf04639a59bd0eb68929335d3",
-        "whole_word": "3db931b9fbd328d74138dd3a0df5f2f9c59f75617ec8170ca30e77ab663c7b25",
-        "no_nsp": "3f8143b5ed0b0e430de68f6f5ef4912f1c8acf5aac4b4236a31cd5bf36a919cc",
-        "dynamic": "ceded043395059ba92ee8c59a5351fee5b3af1dba32311c5da2ead342a5739e5",
-        "short": "8bd41c4d991814ab12f152aa51a8a8199d2b8232b4fd87b3f16db2aae830ef4a",
+        "default": "6c2b0cbf3642fff306958d2283e402cde07cefb33080ebc9d39f46c3e5609f90",
+        "whole_word": "28b4220c81cb41f9c98385e3fdf953773fc01e8236472fdf417b01dd0fc42454",
+        "no_nsp": "78477dbd528894562caa8d4d281e63455679968c2fe86a0ff520dcfdcd13a962",
+        "dynamic": "f6ec0660f8e833135eccbbaf8ef08083a5475cbca4d425edb7a0d044243c2a27",
+        "short": "9a765cd7bffa35847f97768df666846e6d911806623462981f8b42f5f0d2a268",
     },
     "trained": {
-        "default": "228ef314b5d35d5f74bacc55ad4208e2c4f018d13d90ad1bd56b1715eefb1dc9",
-        "whole_word": "f5802b148a9e76d064290164266a97b8366e07a54fd95a028809a2f31f452bee",
-        "no_nsp": "68a4ec5aebf79a6984c853c95e535e07e779f06dbb1dd89d6f7b69244196b257",
-        "dynamic": "a9da92b60d06a56c6f15db8c222cc6d6f277e667d81b80dfa25c9d45bc681631",
-        "short": "0e7aaafd163f06e1166023f311e91ed9af85e3557ad80a0855fcd7dc376a328c",
+        "default": "18981eb91b864c0929cae1c24753ceb8c0ae39d63928c56774f4e2868eaa4654",
+        "whole_word": "63728dc91b160a4daefb71af32721e96308c80868abaa94ee09063cdbd340452",
+        "no_nsp": "624ed6ef1a186f2e4abf17d4b7ec419ff8df7696b9358c94b9f5a819ead4cd9d",
+        "dynamic": "4cd9ca038e9a8faa343e7f3207339be4bf4f622b89c4d52c940fb2b202f23717",
+        "short": "60d214998703bca94d8f27e3c30df45437208c9acc2650619748aacf42178c44",
     },
 }
 REFERENCE_CONFIGS = {

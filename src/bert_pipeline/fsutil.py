@@ -66,12 +66,25 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def temporary_sibling(target: str | Path) -> Path:
+    """The hidden name a file is written under before it is renamed over `target`."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.{os.getpid()}.tmp")
+
+
+def remove_killed_writes(folder: str | Path, name_glob: str) -> None:
+    """Removes the `temporary_sibling`s of files matching `name_glob` in `folder` that a killed
+    write left; only the folder's owner may call it (a live writer's file would go too)."""
+    for path in Path(folder).glob(f".{name_glob}.*.tmp"):
+        path.unlink(missing_ok=True)
+
+
 @contextmanager
 def atomic_file(target: str | Path) -> Iterator[Path]:
     """Yields a hidden sibling path that is renamed over `target` only if the block succeeds."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = temporary_sibling(target)
     try:
         yield tmp
         os.replace(tmp, target)

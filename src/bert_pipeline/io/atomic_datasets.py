@@ -15,7 +15,7 @@ from kedro_datasets.json import JSONDataset
 from kedro_datasets.pandas import CSVDataset, ParquetDataset
 from kedro_datasets.text import TextDataset
 
-from bert_pipeline.fsutil import read_path, write_path
+from bert_pipeline.fsutil import read_path, temporary_sibling, write_path
 
 
 class _AtomicSave:
@@ -41,7 +41,7 @@ class _AtomicSave:
             return
         target = self._get_save_path()
         Path(target).parent.mkdir(parents=True, exist_ok=True)
-        self._atomic_tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        self._atomic_tmp = PurePosixPath(temporary_sibling(target).as_posix())
         tmp = get_filepath_str(self._atomic_tmp, self._protocol)
         try:
             super().save(data)

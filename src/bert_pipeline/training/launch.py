@@ -33,6 +33,7 @@ from tokenizers import Tokenizer
 from bert_pipeline import tracking
 from bert_pipeline.data.shards import ExampleShards, load_example_shards
 from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
+from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.model.checkpoint import load_pretrained, save_pretrained
 from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.trainer import TrainingResult, run_training
@@ -77,12 +78,10 @@ def write_outputs(result: TrainingResult, tokenizer: Tokenizer, output: Path) ->
     """Rank 0: exported model, history and metrics; metrics.json last, as the completion marker."""
     output.mkdir(parents=True, exist_ok=True)
     save_pretrained(result.model, output / MODEL_DIR, tokenizer)
-    tmp = output / f".{HISTORY_FILE}.tmp"
-    result.history.to_parquet(tmp, index=False)
-    tmp.replace(output / HISTORY_FILE)
-    tmp = output / f".{METRICS_FILE}.tmp"
-    tmp.write_text(json.dumps(result.metrics, indent=2), encoding="utf-8")
-    tmp.replace(output / METRICS_FILE)
+    with atomic_file(output / HISTORY_FILE) as tmp:
+        result.history.to_parquet(tmp, index=False)
+    with atomic_file(output / METRICS_FILE) as tmp:
+        tmp.write_text(json.dumps(result.metrics, indent=2), encoding="utf-8")
 
 
 def flat_params(cfg: TrainingConfig) -> dict[str, Any]:

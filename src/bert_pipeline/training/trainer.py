@@ -30,6 +30,7 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
+from bert_pipeline.fsutil import remove_killed_writes
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
@@ -171,13 +172,6 @@ def archive_checkpoints(checkpoint_dir: str | Path) -> None:
     logger.info("fresh run: the previous run's checkpoints moved to %s", target)
 
 
-def remove_killed_writes(checkpoint_dir: str | Path) -> None:
-    """Checkpoints are written under a hidden temporary name (`fsutil.atomic_file`, see
-    `core.SiblingCheckpointIO`) that a kill mid-write leaves behind; its owner removes them."""
-    for path in Path(checkpoint_dir).glob(".*.ckpt.*.tmp"):
-        path.unlink()
-
-
 def parameters_digest(model: torch.nn.Module) -> str:
     """sha256 over every parameter's bytes, to check that data-parallel replicas agree."""
     digest = hashlib.sha256()
@@ -274,7 +268,8 @@ def fit(
     with contextlib.ExitStack() as stack:
         if trainer.is_global_zero:  # the rank that writes checkpoints owns the folder
             stack.enter_context(RunLock(cfg.checkpoint_dir, "checkpoint_dir"))
-            remove_killed_writes(cfg.checkpoint_dir)
+            # checkpoints are written under a temporary name (core.SiblingCheckpointIO)
+            remove_killed_writes(cfg.checkpoint_dir, "*.ckpt")
         ckpt_path = resolve_resume(cfg)
         if ckpt_path is not None:
             logger.info("resuming from %s", ckpt_path)

@@ -140,9 +140,15 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
     lap("Pandera validation")
     sentences.to_parquet(out / "sentences.parquet")
     lap("writing")
+    try:  # a worker remembers the words of its earlier shards (not in older revisions)
+        from bert_pipeline.data.tokenizer import WordIds
+
+        known = (WordIds(),)
+    except ImportError:
+        known = ()
     digests = []
     for k, frame in shards(sentences, documents_per_shard):
-        tokens = tokenize_sentences(tokenizer, frame["text"].tolist())
+        tokens = tokenize_sentences(tokenizer, frame["text"].tolist(), *known)
         lap("WordPiece")
         # the baseline's tokenize_sentences returns one list of ids per sentence
         flat = tokens if isinstance(tokens, tuple) else (tokens,)

@@ -9,7 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bert_pipeline.data.corpus import CorpusError, ingest_documents, paragraphs, split_documents
+from bert_pipeline.data.corpus import (
+    CorpusError,
+    corpus_partitions,
+    ingest_documents,
+    paragraphs,
+    split_documents,
+)
 from bert_pipeline.schemas.pretraining import DocumentsSchema, SentencesSchema
 from tests.data.conftest import write_wikiextractor
 
@@ -69,6 +75,53 @@ def test_google_format(tmp_path: Path):
         "g:0": ["S one. Still one", "S two."],
         "g:1": ["D2 s1."],
     }
+
+
+def test_a_big_google_file_is_read_in_blocks_that_cut_only_between_documents(tmp_path: Path):
+    docs = [
+        "\n".join(f"Doc {d} sentence {k}" + "é" * (d % 7) for k in range(1 + d % 5))
+        for d in range(300)
+    ]
+    # blank lines of several kinds between documents; "\n\n" is where a block may end
+    breaks = ["\n\n", "\n \n", "\n\n\n"]
+    text = "".join(doc + breaks[d % 3] for d, doc in enumerate(docs))
+    (tmp_path / "g.txt").write_text(text, encoding="utf-8")
+    whole = ingest_documents(
+        {"kind": "google_text", "path": str(tmp_path), "partition_size": 10**9}
+    )
+    source = {"kind": "google_text", "path": str(tmp_path), "partition_size": 1000}
+    parts = corpus_partitions(source)
+    blocked = ingest_documents(source)
+
+    assert len(parts) == -(-len(text.encode()) // 1000)
+    assert whole["text"].tolist() == blocked["text"].tolist() == docs
+    assert whole["doc_id"].tolist() == [f"g:{k}" for k in range(300)]
+    assert blocked["doc_id"].is_unique
+    assert blocked["doc_id"].iloc[-1].startswith("g@")
+
+
+def test_a_block_with_bad_utf8_names_the_files_byte(tmp_path: Path):
+    data = ("First document.\n\n" * 200).encode() + b"\xff\xfe bad.\n"
+    (tmp_path / "g.txt").write_bytes(data)
+    with pytest.raises(CorpusError, match=rf"g.txt: not valid UTF-8 \(byte {len(data) - 8}:"):
+        ingest_documents({"kind": "google_text", "path": str(tmp_path), "partition_size": "1KiB"})
+
+
+@pytest.mark.parametrize("size", ["lots", 0, -5])
+def test_a_bad_partition_size_is_refused_naming_the_key(tmp_path: Path, size):
+    with pytest.raises(CorpusError, match="pretrain_corpus.partition_size"):
+        corpus_partitions({"kind": "google_text", "path": str(tmp_path), "partition_size": size})
+
+
+def test_small_files_are_read_together_up_to_the_partition_size(tmp_path: Path):
+    for k in range(10):
+        (tmp_path / f"f{k}.txt").write_text(f"Book {k} begins.\n\n" + "x" * 290, encoding="utf-8")
+    source = {"kind": "prose_folder", "path": str(tmp_path)}
+    parts = corpus_partitions({**source, "partition_size": 1000})
+    assert [len(p["pieces"]) for p in parts] == [3, 3, 3, 1]
+    docs = ingest_documents({**source, "partition_size": 1000})
+    assert docs["doc_id"].tolist() == ingest_documents(source)["doc_id"].tolist()
+    assert docs["doc_id"].tolist() == [f"f{k}" for k in range(10)]
 
 
 def test_jsonl_and_parquet_tables(tmp_path: Path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -265,6 +266,41 @@ def test_schema_rejects_mask_on_sep(wikitext):
     ExamplesFrameSchema.validate(df)
     with pytest.raises(Exception, match="masked positions"):
         ExamplesFrameSchema.validate(bad, lazy=True)
+
+
+def _types_swapped(types):
+    t = np.asarray(types).copy()
+    t[-3], t[-2] = 0, 1  # a 0 after the 1s of B
+    return t
+
+
+STRUCTURE_DEFECTS = {
+    "token type 2": ("token_type_ids", lambda t: np.where(np.arange(len(t)) == 1, 2, t)),
+    "token type -1": ("token_type_ids", lambda t: np.where(np.arange(len(t)) == 1, -1, t)),
+    "B type inside A": ("token_type_ids", _types_swapped),
+    "no B": ("token_type_ids", lambda t: np.zeros_like(t)),
+    "A too short": ("token_type_ids", lambda t: np.where(np.arange(len(t)) >= 2, 1, 0)),
+    "types shorter than ids": ("token_type_ids", lambda t: np.asarray(t)[:-1]),
+    "mask on [CLS]": ("masked_lm_positions", lambda p: np.concatenate([[0], p[1:]])),
+    "masks not rising": ("masked_lm_positions", lambda p: np.asarray(p)[::-1]),
+}
+
+
+@pytest.mark.parametrize("defect", sorted(STRUCTURE_DEFECTS))
+def test_schema_names_the_row_of_each_structure_defect(wikitext, defect):
+    from bert_pipeline.schemas.pretraining import _example_row_checks, _lists_stay_arrow
+
+    _, _, corpus, vocab = wikitext
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, seed=2)
+    table = create_examples(corpus, cfg, vocab, progress=False).slice(0, 30)
+    df = table.to_pandas()
+    column, corrupt = STRUCTURE_DEFECTS[defect]
+    rows = [k for k in range(len(df)) if len(df.at[k, "masked_lm_positions"]) >= 2][2:4]
+    for k in rows:
+        df.at[k, column] = np.asarray(corrupt(df.at[k, column]), dtype=df.at[0, column].dtype)
+    frame = pa.Table.from_pandas(df, preserve_index=False).to_pandas(types_mapper=_lists_stay_arrow)
+    ok = _example_row_checks(frame)
+    assert np.flatnonzero(~ok.to_numpy()).tolist() == rows
 
 
 def test_dynamic_masking_leaves_tokens_unmasked(wikitext):

@@ -31,7 +31,7 @@ from bert_pipeline.params import ConfigError
 from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
 from tests.data.conftest import write_wikiextractor
 
-WIKI = {"kind": "wikiextractor"}
+WIKI = {"kind": "wikiextractor", "partition_size": 1}  # a partition per file: several here
 
 
 def test_wikiextractor_articles_from_gzip_and_bz2(wikiextractor_folder: Path):
@@ -196,9 +196,12 @@ def test_bad_dask_parameters_are_refused_by_name(params, message):
         open_client(params)
 
 
-def test_documents_frame_has_one_partition_per_file(wikiextractor_folder: Path):
+def test_documents_frame_partitions_hold_partition_size_bytes(wikiextractor_folder: Path):
     frame = documents_frame({**WIKI, "path": str(wikiextractor_folder)})
     assert frame.npartitions == 3 and len(frame.compute()) == 12
+    packed = documents_frame({**WIKI, "path": str(wikiextractor_folder), "partition_size": "2MiB"})
+    assert packed.npartitions == 1
+    assert packed.compute()["doc_id"].tolist() == frame.compute()["doc_id"].tolist()
     capped = documents_frame({**WIKI, "path": str(wikiextractor_folder), "max_documents": 5})
     assert len(capped.compute()) == 5
 

@@ -14,6 +14,7 @@ from bert_pipeline.data.examples import tokenize_sentences
 from bert_pipeline.data.tokenizer import (
     SPECIAL_TOKENS,
     TokenizerError,
+    WordIds,
     load_tokenizer,
     tokenizer_from_vocab,
     train_tokenizer,
@@ -101,15 +102,15 @@ def test_missing_tokenizer_folder(tmp_path: Path):
         load_tokenizer(tmp_path)
 
 
-def _ids_per_text(tok, texts: list[str]) -> list[list[int]]:
-    tokens, lengths = tokenize_sentences(tok, texts)
+def _ids_per_text(tok, texts: list[str], known: WordIds | None = None) -> list[list[int]]:
+    tokens, lengths = tokenize_sentences(tok, texts, known)
     assert tokens.dtype == np.int32 and len(lengths) == len(texts)
     return [t.tolist() for t in np.split(tokens, np.cumsum(lengths)[:-1])]
 
 
-def _assert_same_ids(tok, texts: list[str]) -> None:
+def _assert_same_ids(tok, texts: list[str], known: WordIds | None = None) -> None:
     expected = [e.ids for e in tok.encode_batch(texts, add_special_tokens=False)]
-    got = _ids_per_text(tok, texts)
+    got = _ids_per_text(tok, texts, known)
     wrong = [i for i, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
     assert not wrong, f"{len(wrong)} texts differ, e.g. {texts[wrong[0]]!r}"
 
@@ -184,3 +185,23 @@ def test_each_distinct_word_is_tokenized_once(bert_vocab):
     tokenize_sentences(counting, texts)
     assert counting.chars <= sum(len(w) + 1 for w in set(words))
     _assert_same_ids(bert_vocab, texts)
+
+
+@pytest.mark.parametrize("max_words", [3, 500_000])
+def test_words_remembered_from_earlier_texts_give_the_tokenizers_ids(any_tokenizer, max_words):
+    """A worker keeps the ids of the words of its earlier shards; new words, words beyond the
+    cache's size and the edge cases still get the tokenizer's own ids."""
+    known = WordIds(max_words=max_words)
+    later = EDGE_CASES[::-1] + ["words never seen before arrive later", "naïve café ΣΟΦΙΑ"]
+    for texts in (EDGE_CASES, TEXTS, later, EDGE_CASES):
+        _assert_same_ids(any_tokenizer, texts, known)
+    assert 0 < len(known.slot) <= max_words
+
+
+def test_a_remembered_word_is_not_tokenized_again(bert_vocab):
+    counting = _CountingTokenizer(bert_vocab)
+    known = WordIds()
+    tokenize_sentences(counting, TEXTS, known)
+    before = counting.chars
+    tokenize_sentences(counting, TEXTS[::-1] + ["fox dog"], known)
+    assert before > 0 and counting.chars == before

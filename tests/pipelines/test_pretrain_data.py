@@ -43,11 +43,11 @@ def _params(tmp_path: Path, corpus: Path, kind: str = "prose_folder", **examples
 def test_pretrain_data_pipeline_end_to_end(
     project_root, mlflow_uri, tmp_path, wikiextractor_folder
 ):
-    """WikiExtractor input on a 2-worker LocalCluster, 3 shards of 4+ documents."""
-    _run(
-        project_root,
-        _params(tmp_path, wikiextractor_folder, "wikiextractor", documents_per_shard=4),
-    )
+    """WikiExtractor input on a 2-worker LocalCluster, a partition per file, 3 shards of 4+
+    documents."""
+    params = _params(tmp_path, wikiextractor_folder, "wikiextractor", documents_per_shard=4)
+    params["corpus"]["partition_size"] = 1
+    _run(project_root, params)
 
     data = tmp_path / "data"
     shards = load_example_shards(data / "05_model_input" / "pretraining_examples")

@@ -93,6 +93,10 @@ def open_client(params: Mapping[str, Any] | None):
             "logging.distributed": "warning",  # start/stop chatter of every worker and comm
             # the same for the worker processes, which read it when they import distributed
             "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "warning",
+            # Dask sets MALLOC_TRIM_THRESHOLD_=65536 in its workers, which turns off glibc's
+            # adaptive mmap threshold: every array over 128 KiB is then a fresh mmap whose pages
+            # fault in again, and a shard's numpy work takes ~25% longer (benchmarks/data_scale.md)
+            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
         }
     )
     logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -114,6 +118,9 @@ def open_client(params: Mapping[str, Any] | None):
         memory_limit=cfg.memory_limit,
         processes=True,
         dashboard_address=":0" if cfg.dashboard else None,
+        # the stages' imports (dask.dataframe, pandera: ~1 s) while the worker starts, not when
+        # its first task arrives
+        preload=["bert_pipeline.data.stages"],
         # one core per worker thread: the Rust tokenizer's own thread pool would oversubscribe
         env={"TOKENIZERS_PARALLELISM": "false", "DASK_LOGGING__DISTRIBUTED": "warning"},
     )

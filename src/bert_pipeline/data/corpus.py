@@ -4,8 +4,12 @@ Documents table: `doc_id` (unique str), `source` (file or dataset it came from),
 `layout`: "sentences" when the text already holds one sentence per line (google's format), else
 "prose" (paragraphs separated by blank lines, possibly hard-wrapped).
 
-A corpus is read as independent partitions, one per file (`corpus_partitions` +
-`read_partition`), so Dask can read and split a corpus of any size file by file;
+A corpus is read as independent partitions of about `partition_size` bytes on disk
+(`corpus_partitions` + `read_partition`), so Dask can read and split a corpus of any size piece by
+piece: small files are read together (a task per 0.5 MB WikiExtractor file costs more in
+scheduling and per-partition checks than its work), an uncompressed google-format file larger
+than that is read in blocks cut at blank lines (documents never span one), so one big file is
+read by all workers and never held whole by one;
 `ingest_documents` reads them all into one table for small corpora and tests.
 """
 
@@ -70,6 +74,7 @@ class CorpusSource:
     hf: HfSource = field(default_factory=HfSource)
     max_documents: int | None = None
     encoding_errors: str = "strict"
+    partition_size: int | str = "2MiB"  # bytes of files on disk read as one partition
 
     def check(self, root: str) -> None:
         require(
@@ -93,12 +98,29 @@ class CorpusSource:
         for name in ("document_delimiter", "skip_line_regex"):
             _compile(getattr(self, name), f"{root}.{name}")
         require(
+            _size_bytes(self.partition_size) is not None,
+            root,
+            "partition_size",
+            "must be a size such as 4MiB or a number of bytes, > 0",
+            self.partition_size,
+        )
+        require(
             self.kind != "hf_dataset" or bool(self.hf.name),
             root,
             "hf.name",
             "must be set for kind hf_dataset",
             self.hf.name,
         )
+
+
+def _size_bytes(size: int | str) -> int | None:
+    from dask.utils import parse_bytes
+
+    try:
+        n = parse_bytes(size) if isinstance(size, str) else int(size)
+    except (TypeError, ValueError):
+        return None
+    return n if n > 0 else None
 
 
 def corpus_source(source: Mapping[str, Any] | CorpusSource) -> CorpusSource:
@@ -137,15 +159,43 @@ def _stem(path: Path) -> Path:
 
 def read_text_file(path: Path, encoding_errors: str = "strict") -> str:
     """UTF-8 text of `path`; invalid bytes are an error naming the file unless `replace`."""
-    data = read_bytes(path)
+    return _decode(read_bytes(path), path, encoding_errors)
+
+
+def _decode(data: bytes, path: Path, encoding_errors: str, offset: int = 0) -> str:
+    """Text of `data`, read at byte `offset` of `path` (named with the file's byte on error)."""
     try:
         text = data.decode("utf-8", errors=encoding_errors)
     except UnicodeDecodeError as exc:
+        at = offset + exc.start
         raise CorpusError(
-            f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}); "
+            f"{path}: not valid UTF-8 (byte {at}: {data[exc.start : exc.start + 4]!r}); "
             "convert the file or set encoding_errors: replace on the pretrain_corpus catalog entry"
         ) from exc
     return text.replace("\r\n", "\n").replace("\r", "\n").lstrip("\ufeff")
+
+
+_DOCUMENT_BREAK = b"\n\n"  # a blank line: in google's format always between two documents
+
+
+def _blocks(path: Path, block_size: int) -> list[tuple[int, int]]:
+    """(offset, length) of the blocks of an uncompressed file; one block for a small or a
+    compressed file (which cannot be read from the middle)."""
+    size = path.stat().st_size
+    if path.suffix in _OPENERS or size <= block_size:
+        return [(0, size)]
+    return [(at, min(block_size, size - at)) for at in range(0, size, block_size)]
+
+
+def _read_block(path: Path, offset: int, length: int, encoding_errors: str) -> str:
+    """The documents of one block: from the first blank line at or after `offset` (the start
+    of the file for offset 0) to the first at or after `offset + length` (fsspec's read_block)."""
+    from fsspec.utils import read_block
+
+    with path.open("rb") as fh:
+        data = read_block(fh, offset, length, delimiter=_DOCUMENT_BREAK)
+        start = fh.tell() - len(data)  # where the block's first document begins
+    return _decode(data, path, encoding_errors, start)
 
 
 DEFAULT_GLOBS = {
@@ -360,31 +410,49 @@ def _globs(source: CorpusSource) -> tuple[str, ...]:
 
 
 def corpus_partitions(source: Mapping[str, Any] | CorpusSource) -> list[dict[str, Any]]:
-    """The independent pieces of a corpus source, in corpus order: one per file (one in all for
-    a `datasets` dataset). Each is the argument of `read_partition`."""
+    """The independent partitions of a corpus source, in corpus order: consecutive files (or
+    blocks of a big google-format file) of about `partition_size` bytes on disk together, or the
+    row blocks or data files of a `datasets` dataset. Each is the argument of `read_partition`."""
     source = corpus_source(source)
     if source.kind == "hf_dataset":
         return [{"source": source, "shard": i, "shards": n} for i, n in _hf_partitions(source.hf)]
-    return [
-        {"source": source, "path": str(path), "stem": stem}
-        for path, stem in _files(Path(source.path or ""), _globs(source))
-    ]
+    size = _size_bytes(source.partition_size) or 1
+    parts, part, part_bytes = [], [], 0
+    for path, stem in _files(Path(source.path or ""), _globs(source)):
+        blocks = _blocks(path, size) if source.kind == "google_text" else [None]
+        for block in blocks:
+            nbytes = block[1] if block else path.stat().st_size
+            if part and part_bytes + nbytes > size:
+                parts.append({"source": source, "pieces": part})
+                part, part_bytes = [], 0
+            # documents of a file read in blocks are numbered per block: <stem>@<offset>:<k>
+            piece_stem = stem if len(blocks) == 1 else f"{stem}@{block[0]}"
+            part.append((str(path), piece_stem, block))
+            part_bytes += nbytes
+    if part:
+        parts.append({"source": source, "pieces": part})
+    return parts
 
 
 def _partition_texts(part: dict[str, Any]) -> Iterator[tuple[str, str, Any, str, int | None]]:
     """(doc_id, source, text, layout, row) of every document of one partition, read lazily."""
     source: CorpusSource = part["source"]
-    kind, errors = source.kind, source.encoding_errors
-    if kind == "hf_dataset":
+    if source.kind == "hf_dataset":
         for r in _hf_rows(source.hf, part["shard"], part["shards"]):
             yield r["doc_id"], r["source"], r["text"], LAYOUT_PROSE, r["row"]
         return
-    path, stem = Path(part["path"]), part["stem"]
+    for path, stem, block in part["pieces"]:
+        yield from _file_texts(source, Path(path), stem, block)
+
+
+def _file_texts(source: CorpusSource, path: Path, stem: str, block: tuple[int, int] | None):
+    """(doc_id, source, text, layout, row) of the documents of one file or block of a file."""
+    kind, errors = source.kind, source.encoding_errors
     if kind == "table":
         for r in _table_rows(path, stem, source.text_column, source.id_column, errors):
             yield r["doc_id"], str(path), r["text"], LAYOUT_PROSE, r["row"]
         return
-    text = read_text_file(path, errors)
+    text = read_text_file(path, errors) if block is None else _read_block(path, *block, errors)
     if kind == "google_text":
         docs, layout = _google_documents(stem, text), LAYOUT_SENTENCES
     elif kind == "wikiextractor":

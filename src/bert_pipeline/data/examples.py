@@ -32,12 +32,16 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from bert_pipeline.data.masking import DYNAMIC, EXAMPLE_MASKING, corrupt, num_to_predict
 from bert_pipeline.params import require
+
+if TYPE_CHECKING:
+    from bert_pipeline.data.tokenizer import WordIds
 
 _SHUFFLE_KEY = 2**32 - 1  # SeedSequence key of the final shuffle; never a dupe pass index
 SHARD_ID_STRIDE = 2**32  # example_id = shard * stride + position: unique across shards
@@ -199,20 +203,23 @@ def _document_structure(
     `corpus.doc_start` as lists: plain Python ints and Python's `random`, as google's loop, are
     what make this per-chunk loop cheap). google adds sentences one by one until the chunk
     reaches `target` tokens; a bisection over the token offsets finds the same end at once.
+    `below(n)` is the uniform draw in [0, n) that `randint` and `randrange` make (the same
+    stream of numbers, without their argument checks, which cost more than the loop).
     """
+    below = rng._randbelow
     s_lo, s_hi = doc_start[d], doc_start[d + 1]
     n_docs = len(doc_start) - 1
     max_num_tokens = cfg.max_seq_length - 3
     target = max_num_tokens
     if rng.random() < cfg.short_seq_prob:
-        target = rng.randint(2, max_num_tokens)
+        target = 2 + below(max_num_tokens - 1)  # randint(2, max_num_tokens)
     out = []
     chunk_start = s_lo
     while chunk_start < s_hi:
         # last sentence of the chunk: the first whose end reaches target, else the document's last
         i = bisect.bisect_left(starts, starts[chunk_start] + target, chunk_start + 1, s_hi) - 1
         n_chunk = i + 1 - chunk_start
-        a_end = 1 if n_chunk < 2 else rng.randint(1, n_chunk - 1)
+        a_end = 1 if n_chunk < 2 else 1 + below(n_chunk - 1)  # randint(1, n_chunk - 1)
         a_s0, a_s1 = chunk_start, chunk_start + a_end
         if not cfg.next_sentence:
             # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
@@ -221,10 +228,10 @@ def _document_structure(
                 out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
         elif n_chunk == 1 or rng.random() < 0.5:
             target_b = target - (starts[a_s1] - starts[a_s0])
-            r = rng.randrange(n_docs - 1)
+            r = below(n_docs - 1)
             r += r >= d
             r_lo, r_hi = doc_start[r], doc_start[r + 1]
-            b_s0 = rng.randrange(r_lo, r_hi)
+            b_s0 = r_lo + below(r_hi - r_lo)  # randrange(r_lo, r_hi)
             # first sentence end where B reaches target_b tokens (at least one sentence)
             b_s1 = bisect.bisect_left(starts, starts[b_s0] + max(target_b, 1))
             b_s1 = min(max(b_s1, b_s0 + 1), r_hi)
@@ -236,15 +243,20 @@ def _document_structure(
     return out
 
 
+_MASK_ROWS = 4096  # rows masked at a time: the block's score and order arrays stay in cache
+
+
 def _mask(
     ids: np.ndarray, lengths: np.ndarray, cfg: ExampleConfig, vocab: Vocab, rng
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """google's `create_masked_lm_predictions` for a [N, T] padded batch, in place.
 
-    Returns the boolean [N, T] selection and the original ids. Candidates are all real tokens
-    except [CLS]/[SEP] (google masks [UNK] too); with whole-word masking a word and its `##`
-    pieces form one candidate. Candidates are visited in random order and taken when they still
-    fit into `num_to_predict = min(cap, max(1, round(len * masked_lm_prob)))` tokens.
+    Returns the (row, column) of each predicted token, row by row, and its original id.
+    Candidates are all real tokens except [CLS]/[SEP] (google masks [UNK] too); with whole-word
+    masking a word and its `##` pieces form one candidate. Candidates are visited in random order
+    and taken when they still fit into `num_to_predict = min(cap, max(1, round(len *
+    masked_lm_prob)))` tokens. The visiting order is drawn for all rows as one [N, G] block of
+    uniform scores, consumed `_MASK_ROWS` rows at a time (the same numbers in the same order).
     """
     n, width = ids.shape
     real = np.arange(width)[None, :] < lengths[:, None]
@@ -255,32 +267,56 @@ def _mask(
         is_start = maskable & ~(vocab.continuation[ids] & prev)
     else:
         is_start = maskable
-    gid = np.cumsum(is_start, axis=1) - 1
     n_groups = is_start.sum(axis=1)
     g_max = max(1, int(n_groups.max()))
     n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
 
-    scores = rng.random((n, g_max))
-    valid = np.arange(g_max)[None, :] < n_groups[:, None]
-    scores[~valid] = np.inf
-    order = np.argsort(scores, axis=1, kind="stable")
-    if cfg.whole_word_mask:
-        cell = (np.arange(n)[:, None] * g_max + gid)[maskable]
-        sizes = np.bincount(cell, minlength=n * g_max).reshape(n, g_max)
-        taken = _take_in_order(sizes, order, valid, n_predict)
-    else:
-        # one token per candidate: the first n_predict of the visiting order are taken
-        rank = np.empty_like(order)
-        np.put_along_axis(rank, order, np.arange(g_max)[None, :], axis=1)
-        taken = valid & (rank < n_predict[:, None])
-    selected = maskable & np.take_along_axis(taken, np.maximum(gid, 0), axis=1)
+    selected = np.zeros_like(maskable)
+    for lo in range(0, n, _MASK_ROWS):
+        rows = slice(lo, min(n, lo + _MASK_ROWS))
+        scores = rng.random((rows.stop - lo, g_max))
+        valid = np.arange(g_max)[None, :] < n_groups[rows, None]
+        scores[~valid] = np.inf
+        if cfg.whole_word_mask:
+            gid = np.cumsum(is_start[rows], axis=1) - 1
+            order = np.argsort(scores, axis=1, kind="stable")
+            cell = (np.arange(len(scores))[:, None] * g_max + gid)[maskable[rows]]
+            sizes = np.bincount(cell, minlength=scores.size).reshape(scores.shape)
+            taken = _take_in_order(sizes, order, valid, n_predict[rows])
+            gid = np.maximum(gid, 0)
+            selected[rows] = maskable[rows] & np.take_along_axis(taken, gid, axis=1)
+        else:
+            # a candidate is a token: the k-th candidate of a row is its k-th maskable token
+            taken = _first_visited(scores, n_predict[rows])
+            block = selected[rows]
+            block[maskable[rows]] = taken[valid]
 
-    original = ids.copy()
     r, c = np.nonzero(selected)
+    original = ids[r, c]
     draw = rng.random(len(r))
     random_ids = rng.integers(0, vocab.size, len(r))
-    ids[r, c] = corrupt(original[r, c], draw, random_ids, vocab.mask_id)
-    return selected, original
+    ids[r, c] = corrupt(original, draw, random_ids, vocab.mask_id)
+    return r, c, original
+
+
+def _first_visited(scores: np.ndarray, n_predict: np.ndarray) -> np.ndarray:
+    """[N, G] True for the `n_predict` lowest scores of each row: the candidates visited first
+    when one token fits per candidate. Only the `max(n_predict)` lowest of a row are ordered
+    (a partial sort), not the whole row; the same choice as a full sort unless two uniform
+    doubles of a row are equal."""
+    n, g_max = scores.shape
+    k = min(g_max, int(n_predict.max()))
+    if k < g_max:
+        lowest = np.argpartition(scores, k - 1, axis=1)[:, :k]
+    else:
+        lowest = np.broadcast_to(np.arange(g_max), (n, g_max))
+    order = np.take_along_axis(
+        lowest, np.argsort(np.take_along_axis(scores, lowest, axis=1), axis=1), axis=1
+    )
+    taken = np.zeros(scores.shape, dtype=bool)
+    first = np.arange(k)[None, :] < n_predict[:, None]
+    np.put_along_axis(taken, order, first, axis=1)
+    return taken
 
 
 def _take_in_order(
@@ -307,7 +343,8 @@ def _take_in_order(
 
 
 def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int):
-    """All instances of dupe pass `dupe` over the shard's documents, as flat arrays.
+    """All instances of dupe pass `dupe` over the shard's documents, as arrays (the token ids
+    padded to [N, max_seq_length], with the masked positions and their original ids).
 
     The sequential part runs document by document; truncation and masking run once over every
     instance of the pass (numpy), never per document.
@@ -347,19 +384,16 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     flat[_ranges(row_start + new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
 
     if cfg.dynamic_masking:
-        selected = np.zeros(ids.shape, dtype=bool)
-        original = ids
+        rows = cols = masked_ids = np.zeros(0, dtype=np.int64)
     else:
-        selected, original = _mask(ids, lengths, cfg, vocab, rng)
-    real = np.arange(cfg.max_seq_length)[None, :] < lengths[:, None]
-    mr, mc = np.nonzero(selected)
+        rows, cols, masked_ids = _mask(ids, lengths, cfg, vocab, rng)
     return {
-        "input_ids": ids[real],
+        "ids": ids,
+        "masked_positions": cols.astype(np.int32),
+        "masked_ids": masked_ids.astype(np.int32),
+        "n_masked": np.bincount(rows, minlength=n),
         "lengths": lengths,
         "len_a": new_la,
-        "masked_positions": mc.astype(np.int32),
-        "masked_ids": original[mr, mc].astype(np.int32),
-        "n_masked": selected.sum(axis=1),
         "label": is_random.astype(np.int8),
         "a_truncated": (la - new_la).astype(np.int32),
         "b_truncated": (lb - new_lb).astype(np.int32),
@@ -406,15 +440,14 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
     n = len(x["lengths"])
     shuffle = np.random.SeedSequence([cfg.seed, _SHUFFLE_KEY, shard])
     perm = np.random.default_rng(shuffle).permutation(n)
-    lengths = x["lengths"]
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    tok_idx = _ranges(offsets[perm], lengths[perm])
+    # rows are shuffled while padded (a row copy each), then the padding is dropped
+    lengths = x["lengths"][perm]
+    column = np.arange(cfg.max_seq_length)[None, :]
+    real = column < lengths[:, None]
+    input_ids = x["ids"][perm][real]
+    types = (column > (x["len_a"][perm] + 1)[:, None])[real].astype(np.int8)
     new_off = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(lengths[perm], out=new_off[1:])
-    input_ids = x["input_ids"][tok_idx]
-    pos_in_seq = np.arange(len(input_ids)) - np.repeat(new_off[:-1], lengths[perm])
-    types = (pos_in_seq > np.repeat(x["len_a"][perm] + 1, lengths[perm])).astype(np.int8)
+    np.cumsum(lengths, out=new_off[1:])
 
     n_masked = x["n_masked"]
     m_off = np.zeros(n + 1, dtype=np.int64)
@@ -426,7 +459,7 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
     def lists(values: np.ndarray, off: np.ndarray) -> pa.ListArray:
         return pa.ListArray.from_arrays(pa.array(off, pa.int32()), pa.array(values))
 
-    doc_ids = np.asarray(corpus.doc_ids, dtype=object)
+    doc_ids = pa.array(corpus.doc_ids, pa.string())
     a_sent, b_sent = x["a_sent"][perm], x["b_sent"][perm]
     si = corpus.sent_index
 
@@ -437,13 +470,13 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
     return pa.table(
         {
             "example_id": pa.array(shard * SHARD_ID_STRIDE + np.arange(n, dtype=np.int64)),
-            "input_ids": lists(input_ids.astype(np.int32), new_off),
+            "input_ids": lists(input_ids, new_off),
             "token_type_ids": lists(types, new_off),
             "masked_lm_positions": lists(x["masked_positions"][m_idx], new_m_off),
             "masked_lm_ids": lists(x["masked_ids"][m_idx], new_m_off),
             "next_sentence_label": pa.array(x["label"][perm]),
-            "a_doc_id": pa.array(doc_ids[x["a_doc"][perm]].tolist(), pa.string()),
-            "b_doc_id": pa.array(doc_ids[x["b_doc"][perm]].tolist(), pa.string()),
+            "a_doc_id": doc_ids.take(x["a_doc"][perm]),
+            "b_doc_id": doc_ids.take(x["b_doc"][perm]),
             "a_sent_start": pa.array(orig(a_sent[:, 0], False)),
             "a_sent_end": pa.array(orig(a_sent[:, 1], True)),
             "b_sent_start": pa.array(orig(b_sent[:, 0], False)),
@@ -475,13 +508,16 @@ def vocab_from_tokenizer(tokenizer) -> Vocab:
     )
 
 
-def tokenize_sentences(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+def tokenize_sentences(
+    tokenizer, texts: Sequence[str], known: WordIds | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Token ids of all sentences without special tokens, concatenated (int32), and the number
     of each sentence's tokens.
 
     A shard repeats tens of thousands of distinct words millions of times: each distinct word is
-    tokenized once (by the tokenizer itself) and its ids are copied to every occurrence, which
-    gives the tokenizer's own ids for the whole sentence (see `word_boundaries`).
+    tokenized once (by the tokenizer itself, or taken from `known`, the words this process
+    tokenized before) and its ids are copied to every occurrence, which gives the tokenizer's own
+    ids for the whole sentence (see `word_boundaries`).
     """
     from bert_pipeline.data.tokenizer import encode_distinct, split_words, word_boundaries
 
@@ -489,7 +525,11 @@ def tokenize_sentences(tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.
     if bounds is None:
         return _tokenize_whole(tokenizer, texts)
     distinct, occurrences, offsets = split_words(texts, bounds)
-    ids, counts = encode_distinct(tokenizer, distinct.to_pylist())
+    words = distinct.to_pylist()
+    if known is None:
+        ids, counts = encode_distinct(tokenizer, words)
+    else:
+        ids, counts = known.encode(tokenizer, words)
     starts = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
     per_occurrence = counts[occurrences]

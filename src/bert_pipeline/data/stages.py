@@ -1,6 +1,7 @@
 """The pretraining data stages as Dask graphs, partition by partition.
 
-Ingestion reads one partition per corpus file; sentence splitting maps over those partitions and
+Ingestion reads the corpus in partitions of about `partition_size` bytes of files (small files
+together, a big google-format file in blocks); sentence splitting maps over those partitions and
 numbers documents globally (`doc_index`, the sentences' index, so the partitions have known
 divisions); example creation regroups whole documents into shards of `documents_per_shard`
 consecutive documents (Dask repartitions along the divisions: neighbouring partitions only, no
@@ -41,6 +42,7 @@ from bert_pipeline.data.examples import (
     vocab_from_tokenizer,
 )
 from bert_pipeline.data.stats import partial_statistics
+from bert_pipeline.data.tokenizer import WordIds
 from bert_pipeline.schemas.pretraining import check_examples_against_parameters
 
 INDEX = "doc_index"
@@ -55,7 +57,7 @@ SENTENCE_META = pd.DataFrame(
 
 
 def documents_frame(source: Mapping[str, Any] | CorpusSource) -> dd.DataFrame:
-    """The corpus as a lazy documents frame, one partition per file.
+    """The corpus as a lazy documents frame, one partition per `corpus_partitions` entry.
 
     With `max_documents` the files are read in order in this process until enough documents
     are found (a quick look at a big corpus must not read all of it).
@@ -68,8 +70,8 @@ def documents_frame(source: Mapping[str, Any] | CorpusSource) -> dd.DataFrame:
     return dd.from_map(read_partition, corpus_partitions(source), meta=meta, label="read-corpus")
 
 
-def _doc_id_hashes(frame: pd.DataFrame) -> np.ndarray:
-    return pd.util.hash_pandas_object(frame["doc_id"], index=False).to_numpy()
+def _doc_id_hashes(doc_ids: pd.Series) -> np.ndarray:
+    return pd.util.hash_pandas_object(doc_ids, index=False).to_numpy()
 
 
 def _split_partition(frame: pd.DataFrame, first: int, language: str) -> pd.DataFrame:
@@ -88,7 +90,7 @@ def _name_duplicate(documents: dd.DataFrame, key: np.uint64) -> None:
     """Finds the rows whose doc_id hashes to `key` (only they reach this process) and names them."""
 
     def rows(frame: pd.DataFrame) -> pd.DataFrame:
-        return frame.loc[_doc_id_hashes(frame) == key, ["doc_id", "source"]]
+        return frame.loc[_doc_id_hashes(frame["doc_id"]) == key, ["doc_id", "source"]]
 
     (found,) = compute("find duplicate doc_id", [documents.map_partitions(rows)])
     raise CorpusError(
@@ -100,7 +102,8 @@ def _name_duplicate(documents: dd.DataFrame, key: np.uint64) -> None:
 def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
     """Sentences (doc_id, sentence_index, text) indexed by the global document number."""
     hashes = compute(
-        "count documents", [delayed(_doc_id_hashes)(p) for p in documents.to_delayed()]
+        "count documents",
+        [delayed(_doc_id_hashes)(p["doc_id"]) for p in documents.to_delayed()],
     )
     counts = np.array([len(h) for h in hashes], dtype=np.int64)
     if counts.sum() == 0:
@@ -151,7 +154,7 @@ def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[i
             f"parameter pretrain_data.examples.documents_per_shard={documents_per_shard} must "
             "be >= 2: a random next segment comes from another document of the same shard"
         )
-    unique = sentences.map_partitions(
+    unique = sentences[["sentence_index"]].map_partitions(  # read the index, not the text
         lambda f: pd.Series(f.index.unique(), dtype="int64"), meta=(INDEX, "int64")
     )
     (docs,) = compute("plan shards", [unique])
@@ -169,16 +172,16 @@ def shard_divisions(sentences: dd.DataFrame, documents_per_shard: int) -> list[i
 
 
 @functools.lru_cache(maxsize=2)
-def _worker_tokenizer(tokenizer_json: str) -> tuple[Tokenizer, Vocab]:
-    """Parsed once per worker process, not once per shard: parsing a 30k vocabulary costs as
-    much as tokenizing a few hundred KB of text."""
+def _worker_tokenizer(tokenizer_json: str) -> tuple[Tokenizer, Vocab, WordIds]:
+    """Parsed once per worker process, not once per shard (parsing a 30k vocabulary costs as
+    much as tokenizing a few hundred KB of text), with the ids of the words tokenized so far."""
     tokenizer = Tokenizer.from_str(tokenizer_json)
-    return tokenizer, vocab_from_tokenizer(tokenizer)
+    return tokenizer, vocab_from_tokenizer(tokenizer), WordIds()
 
 
 def _shard_examples(frame: pd.DataFrame, shard: int, tokenizer_json: str, cfg: ExampleConfig):
-    tokenizer, vocab = _worker_tokenizer(tokenizer_json)
-    tokens, lengths = tokenize_sentences(tokenizer, frame["text"].tolist())
+    tokenizer, vocab, known = _worker_tokenizer(tokenizer_json)
+    tokens, lengths = tokenize_sentences(tokenizer, frame["text"].tolist(), known)
     corpus = build_corpus(
         frame["doc_id"].tolist(), frame["sentence_index"].to_numpy(), tokens, lengths
     )

@@ -1,10 +1,10 @@
 """Kedro dataset for the raw pretraining corpus: text files, tables or a `datasets` dataset.
 
-Loading returns the documents table (doc_id, source, text, layout) as a lazy Dask frame, one
-partition per file (`bert_pipeline.data.stages.documents_frame`), after reading just enough of the
-source to know it holds a document (an empty corpus is named by its path here, not found empty
-stages later); the source is described by the catalog entry, so the raw data shows up in the
-catalog and in kedro-viz like any other dataset. Read-only.
+Loading returns the documents table (doc_id, source, text, layout) as a lazy Dask frame, a
+partition per `partition_size` bytes of files (`bert_pipeline.data.stages.documents_frame`),
+after reading just enough of the source to know it holds a document (an empty corpus is named by
+its path here, not found empty stages later); the source is described by the catalog entry, so
+the raw data shows up in the catalog and in kedro-viz like any other dataset. Read-only.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class CorpusDataset(AbstractDataset[None, dd.DataFrame]):
         hf: dict[str, Any] | None = None,
         max_documents: int | None = None,
         encoding_errors: str = "strict",
+        partition_size: int | str = "2MiB",
         metadata: dict[str, Any] | None = None,
     ):
         self._source = {
@@ -61,6 +62,7 @@ class CorpusDataset(AbstractDataset[None, dd.DataFrame]):
             "hf": dict(hf or {}),
             "max_documents": max_documents,
             "encoding_errors": encoding_errors,
+            "partition_size": partition_size,
         }
         self.metadata = metadata
 

@@ -84,16 +84,22 @@ def _example_row_checks(df: pd.DataFrame) -> pd.Series:
         pos
     ).to_numpy(zero_copy_only=False)
 
-    t_val = pc.list_flatten(types).to_numpy(zero_copy_only=False).astype(np.int64)
-    t_row = pc.list_parent_indices(types).to_numpy(zero_copy_only=False)
-    ok &= _rows_ok(n, t_row[(t_val != 0) & (t_val != 1)])
+    # token types are 0...0 1...1 with both parts non-empty; first [SEP] is at len_a + 1. Read
+    # in their own dtype (int8 in a shard) and per row through the offsets: no per-token row
+    # index or int64 copy of a shard's millions of tokens
+    t_val = pc.list_flatten(types).to_numpy(zero_copy_only=False)
+    t_len = pc.list_value_length(types).to_numpy(zero_copy_only=False)
     t_start = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(pc.list_value_length(types).to_numpy(zero_copy_only=False), out=t_start[1:])
-    # token types are 0...0 1...1 with both parts non-empty; first [SEP] is at len_a + 1
-    steps = np.diff(t_val)
-    same_row = t_row[1:] == t_row[:-1]
-    ok &= _rows_ok(n, t_row[1:][same_row & (steps < 0)])
-    n_zero = np.bincount(t_row[t_val == 0], minlength=n)
+    np.cumsum(t_len, out=t_start[1:])
+    bad_value = np.flatnonzero((t_val < 0) | (t_val > 1))
+    ok &= _rows_ok(n, np.searchsorted(t_start, bad_value, side="right") - 1)
+    ones = np.zeros(n, dtype=np.int64)
+    filled = t_len > 0
+    ones[filled] = np.add.reduceat(t_val, t_start[:-1][filled], dtype=np.int64)
+    descent = np.flatnonzero(t_val[1:] < t_val[:-1]) + 1  # a 0 right after a 1
+    descent_row = np.searchsorted(t_start, descent, side="right") - 1
+    ok &= _rows_ok(n, descent_row[t_start[descent_row] != descent])  # not at a row's start
+    n_zero = t_len - ones
     ok &= (n_zero >= 3) & (n_zero <= length - 2)
     first_sep = n_zero - 1
 

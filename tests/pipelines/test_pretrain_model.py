@@ -74,6 +74,8 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
     } <= set(run.data.metrics)
     assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 3
     assert run.data.params["pretrain_model.optimizer.lr"] == "0.001"
+    assert run.data.params["pretrain_model.precision_chosen"] == "32"
+    assert run.data.params["pretrain_model.compile_chosen"] == "false"
     artifacts = _artifacts(client, run.info.run_id)
     assert {
         "pretrain_model/pretrain_loss_curve.png",

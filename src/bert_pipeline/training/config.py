@@ -14,7 +14,8 @@ from bert_pipeline.data.masking import EXAMPLE_MASKING
 from bert_pipeline.model.config import PRESETS, BertConfig
 from bert_pipeline.params import ConfigError, parse_params, require
 
-PRECISIONS = ("32", "32-true", "bf16-mixed", "bf16-true", "16-mixed", "64", "64-true")
+# "auto": bf16-mixed where the device has bf16 units, else 32 (16-mixed on such a GPU)
+PRECISIONS = ("auto", "32", "32-true", "bf16-mixed", "bf16-true", "16-mixed", "64", "64-true")
 # "auto" follows the examples: dynamic when they hold no masks, else static
 MASKING_MODES = ("auto", *EXAMPLE_MASKING)
 
@@ -121,7 +122,9 @@ class TrainingConfig(DeviceParams):
     # Hidden and attention dropout while pretraining only (None: the model config's); the
     # exported config keeps the architecture's dropout, which fine-tuning then uses.
     dropout: float | None = None
-    compile: bool = False  # torch.compile for training: fused element-wise kernels
+    # torch.compile for training (fused element-wise kernels): true, false or auto (where it
+    # pays: bf16 on a CPU with a C++ compiler, a GPU with Triton)
+    compile: Any = False
     # data
     masking: str = "auto"
     # How the examples were made: the pipeline fills these from their manifest (for_examples)
@@ -182,6 +185,13 @@ class TrainingConfig(DeviceParams):
             "schedule.warmup_steps",
             f"must be in [0, max_steps={steps.max_steps}]",
             steps.warmup_steps,
+        )
+        require(
+            self.compile in (True, False, "auto"),
+            root,
+            "compile",
+            "must be true, false or auto",
+            self.compile,
         )
         require(
             self.dropout is None or 0 <= self.dropout < 1,

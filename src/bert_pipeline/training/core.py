@@ -23,6 +23,9 @@ from bert_pipeline import tracking
 from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
+from bert_pipeline.training.hardware import AUTO, choose, warn_emulated_bf16
+
+logger = logging.getLogger(__name__)
 
 
 def print_lightning_records_once() -> None:
@@ -114,6 +117,13 @@ def build_trainer(
 
     `loop` holds the run's own loop settings (max_steps or max_epochs, validation cadence...).
     """
+    precision = devices.precision
+    if precision == AUTO:
+        choice = choose(precision, False, devices.accelerator)
+        precision = choice.precision
+        logger.info("precision auto: %s", choice.reason)
+    else:
+        warn_emulated_bf16(precision, devices.accelerator)
     callbacks = list(callbacks or [])
     checkpointing = any(isinstance(c, ModelCheckpoint) for c in callbacks)
     if devices.progress_bar:
@@ -126,7 +136,7 @@ def build_trainer(
         devices=devices.devices,
         num_nodes=devices.num_nodes,
         strategy=strategy,
-        precision=devices.precision,
+        precision=precision,
         gradient_clip_val=devices.gradient_clip_val or None,
         gradient_clip_algorithm="norm",
         deterministic=devices.deterministic,

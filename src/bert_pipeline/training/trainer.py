@@ -26,6 +26,7 @@ import pyarrow as pa
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from tokenizers import Tokenizer
 
 from bert_pipeline.data.shards import ExampleShards
@@ -38,6 +39,7 @@ from bert_pipeline.training.callbacks import HistoryLogger, LearningRate, TokenT
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
+from bert_pipeline.training.hardware import AUTO, choose
 from bert_pipeline.training.module import BertPretrainingModule
 
 logger = logging.getLogger(__name__)
@@ -209,6 +211,17 @@ def build_datamodule(
     )
 
 
+def with_machine_choice(cfg: TrainingConfig) -> TrainingConfig:
+    """`cfg` with `precision: auto` and `compile: auto` decided for this machine, in one line of
+    the log (every rank of a node decides the same)."""
+    if AUTO not in (cfg.precision, cfg.compile):
+        return cfg
+    choice = choose(cfg.precision, cfg.compile, cfg.accelerator)
+    if rank_zero_only.rank == 0:
+        logger.info("precision %s, compile %s: %s", choice.precision, choice.compile, choice.reason)
+    return dataclasses.replace(cfg, precision=choice.precision, compile=choice.compile)
+
+
 def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretrainingModule:
     """The LightningModule: the training dropout, `init_from` weights, compiled if asked."""
     train_config = model_config
@@ -335,6 +348,7 @@ def run_training(
     extra_callbacks: list[pl.Callback] | None = None,
 ) -> TrainingResult:
     """Trains BERT from scratch (or resumes) on `examples`; every rank calls this."""
+    cfg = with_machine_choice(cfg)
     pl.seed_everything(cfg.seed, workers=True)
     table = example_table(examples)
     model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))

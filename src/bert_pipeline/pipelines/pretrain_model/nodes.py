@@ -12,7 +12,13 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.model.card import pretrained_card
-from bert_pipeline.tracking import active_run, describe_run, log_model, log_table_input
+from bert_pipeline.tracking import (
+    active_run,
+    describe_run,
+    log_model,
+    log_params,
+    log_table_input,
+)
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 
 logger = logging.getLogger(__name__)
@@ -51,11 +57,14 @@ def pretrain_bert(
     import pyarrow as pa
 
     from bert_pipeline.model.checkpoint import model_to_checkpoint
+    from bert_pipeline.training.hardware import choose
     from bert_pipeline.training.launch import launch_subprocess
     from bert_pipeline.training.trainer import run_training
 
     examples.check_tokenizer(tokenizer)
     cfg = TrainingConfig.for_examples(params, examples)
+    choice = choose(cfg.precision, cfg.compile, cfg.accelerator)
+    log_params({f"pretrain_model.{name}": value for name, value in choice.params().items()})
     run_id, tracking_uri = active_run()
     folder = examples.paths()[0].parent
     log_table_input(
@@ -96,12 +105,16 @@ def describe_pretrained_model(
 ) -> str:
     """The model card (README.md) of the exported folder; refused when the statistics report
     describes other examples than those trained on."""
+    from bert_pipeline.training.hardware import choose
+
     examples.check_statistics(statistics, "pretrain_data_statistics")
+    cfg = TrainingConfig.from_params(params)
+    choice = choose(cfg.precision, cfg.compile, cfg.accelerator)  # what "auto" meant here
     return pretrained_card(
         checkpoint["config"],
         statistics,
         metrics,
-        params,
+        {**params, "precision": choice.precision, "compile": choice.compile},
         registered_name=mlflow_params.get("registered_model_name"),
     )
 

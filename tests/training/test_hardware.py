@@ -1,0 +1,95 @@
+"""`precision: auto` and `compile: auto`: what each machine gets, with torch's detection mocked
+both ways, and a real run on this machine."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from bert_pipeline.training import hardware
+from bert_pipeline.training.config import TrainingConfigError
+from bert_pipeline.training.hardware import bf16_units, choose, warn_emulated_bf16
+from tests.training.test_training import tiny_config
+
+
+@pytest.fixture
+def cpu(monkeypatch):
+    """A CPU whose bf16 units and C++ compiler the test sets."""
+
+    def make(amx=False, avx512_bf16=False, compiler="g++"):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+        monkeypatch.delenv("CXX", raising=False)
+        monkeypatch.setattr(hardware.shutil, "which", lambda name: compiler and f"/usr/bin/{name}")
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("units", "expected", "reason"),
+    [
+        ({"amx": True}, ("bf16-mixed", True), "bf16-mixed: AMX found; torch.compile with g++"),
+        ({"avx512_bf16": True}, ("bf16-mixed", True), "bf16-mixed: AVX512-BF16 found"),
+        ({}, ("32", False), "fp32: this CPU has no bf16 units"),
+        ({"amx": True, "compiler": None}, ("bf16-mixed", False), "no C++ compiler"),
+    ],
+)
+def test_auto_picks_bf16_and_compile_only_where_the_cpu_has_bf16_units(
+    cpu, units, expected, reason
+):
+    cpu(**units)
+    choice = choose("auto", "auto", "auto")
+    assert (choice.precision, choice.compile) == expected
+    assert reason in choice.reason
+    assert choice.params() == {
+        "precision_chosen": expected[0],
+        "compile_chosen": str(expected[1]).lower(),
+    }
+
+
+def test_an_explicit_setting_wins(cpu):
+    cpu(amx=True)
+    assert (choose("32", False).precision, choose("32", False).compile) == ("32", False)
+    cpu()
+    assert choose("bf16-mixed", True).precision == "bf16-mixed"
+    assert choose("bf16-mixed", True).compile is True
+
+
+def test_bf16_asked_for_on_a_cpu_without_bf16_units_is_warned_once(cpu, caplog):
+    cpu()
+    with caplog.at_level(logging.WARNING, logger="bert_pipeline.training.hardware"):
+        warn_emulated_bf16("bf16-mixed")
+        warn_emulated_bf16("32")
+    (record,) = caplog.records
+    assert "without bf16 units" in record.getMessage() and "17x slower" in record.getMessage()
+    cpu(avx512_bf16=True)
+    caplog.clear()
+    warn_emulated_bf16("bf16-mixed")
+    assert not caplog.records
+
+
+def test_compile_must_be_true_false_or_auto(tmp_path):
+    assert tiny_config(tmp_path, compile="auto", precision="auto").compile == "auto"
+    with pytest.raises(TrainingConfigError, match="pretrain_model.compile"):
+        tiny_config(tmp_path, compile="sometimes")
+    with pytest.raises(TrainingConfigError, match="pretrain_model.precision"):
+        tiny_config(tmp_path, precision="bf17")
+
+
+def test_a_real_auto_run_uses_what_this_machine_offers(
+    tmp_path, tiny_tokenizer, tiny_examples, caplog
+):
+    from bert_pipeline.training.trainer import run_training
+
+    cfg = tiny_config(tmp_path, precision="auto", compile="auto", max_steps=3)
+    with caplog.at_level(logging.INFO, logger="bert_pipeline.training.trainer"):
+        result = run_training(tiny_examples, tiny_tokenizer, cfg)
+    expected = "bf16-mixed" if bf16_units("cpu") else "32"
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision")]
+    assert line.startswith(f"precision {expected}, compile ")
+    assert result.metrics["global_step"] == 3
+    assert np.isfinite(result.metrics["val/mlm_loss"])

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bert_pipeline.training import hardware
-from bert_pipeline.training.config import TrainingConfigError
+from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.hardware import bf16_units, choose, warn_emulated_bf16
-from tests.training.test_training import tiny_config
+from tests.training.test_training import tiny_config, tiny_params
 
 
 @pytest.fixture
@@ -93,3 +93,39 @@ def test_a_real_auto_run_uses_what_this_machine_offers(
     assert line.startswith(f"precision {expected}, compile ")
     assert result.metrics["global_step"] == 3
     assert np.isfinite(result.metrics["val/mlm_loss"])
+
+
+def test_the_budget_schedule_follows_the_larger_share_of_steps_or_time():
+    from bert_pipeline.training.core import budget_warmup_decay, linear_warmup_decay
+
+    class Clock:
+        share = 0.0
+
+        def used(self):
+            return self.share
+
+    clock = Clock()
+    factor, steps = budget_warmup_decay(10, 100, clock), linear_warmup_decay(10, 100)
+    assert [round(factor(s), 6) for s in (0, 5, 10, 55, 100)] == [
+        round(steps(s), 6) for s in (0, 5, 10, 55, 100)
+    ]
+    clock.share = 0.55  # time runs out faster than the steps: the rate follows the time
+    assert factor(20) == pytest.approx(0.5)
+    clock.share = 1.2
+    assert factor(30) == 0.0
+
+
+def test_a_time_budget_stops_the_run_and_brings_the_rate_down(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    from bert_pipeline.training.trainer import run_training
+
+    params = tiny_params(tmp_path, max_steps=100_000, val_every_n_steps=1_000)
+    params["schedule"]["budget_minutes"] = 0.1
+    result = run_training(tiny_examples, tiny_tokenizer, TrainingConfig.from_params(params))
+    assert 0 < result.metrics["global_step"] < 100_000
+    lr = result.history.query("metric == 'train/lr'")["value"]
+    assert lr.iloc[-1] < 0.2 * lr.max()
+    params["schedule"]["budget_minutes"] = 0
+    with pytest.raises(TrainingConfigError, match="pretrain_model.schedule.budget_minutes"):
+        TrainingConfig.from_params(params)

@@ -107,6 +107,10 @@ class ModelParams:
 class ScheduleParams:
     warmup_steps: int = 30
     max_steps: int = 300
+    # A time budget besides the steps: training stops after this many minutes (or at max_steps)
+    # and the learning rate follows the share of the budget used. Not reproducible step for step
+    # (it depends on the machine's speed); null: the step budget alone.
+    budget_minutes: float | None = None
 
 
 @dataclass
@@ -185,6 +189,13 @@ class TrainingConfig(DeviceParams):
             "schedule.warmup_steps",
             f"must be in [0, max_steps={steps.max_steps}]",
             steps.warmup_steps,
+        )
+        require(
+            steps.budget_minutes is None or steps.budget_minutes > 0,
+            root,
+            "schedule.budget_minutes",
+            "must be > 0 or null",
+            steps.budget_minutes,
         )
         require(
             self.compile in (True, False, "auto"),

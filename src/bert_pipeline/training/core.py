@@ -7,6 +7,7 @@ the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.t
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
@@ -77,6 +78,35 @@ def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[int], 
     return factor
 
 
+class TimeBudget(Timer):
+    """Lightning's Timer (it stops the run when the time is up, and its elapsed time is saved in
+    checkpoints, so a resumed run continues the budget) with the share of it used so far."""
+
+    def __init__(self, minutes: float) -> None:
+        super().__init__(duration=datetime.timedelta(minutes=minutes), interval="step")
+        self.seconds = minutes * 60
+
+    def used(self) -> float:
+        return self.time_elapsed("train") / self.seconds
+
+
+def budget_warmup_decay(
+    warmup_steps: int, total_steps: int, budget: TimeBudget
+) -> Callable[[int], float]:
+    """`linear_warmup_decay` over the run's progress: the larger of the share of steps and the
+    share of the time budget done (Cramming's budget-based schedule), so the rate reaches 0
+    when the time runs out, whatever the machine's speed."""
+
+    def factor(step: int) -> float:
+        done = max(step / total_steps, budget.used())
+        warmup = warmup_steps / total_steps
+        if done < warmup:
+            return done / warmup
+        return max(0.0, (1 - done) / max(1e-12, 1 - warmup))
+
+    return factor
+
+
 def configure_adamw(
     module: pl.LightningModule,
     model: nn.Module,
@@ -84,7 +114,8 @@ def configure_adamw(
     warmup_steps: int,
     total_steps: int,
 ) -> dict[str, Any]:
-    """`configure_optimizers`' answer: AdamW over `model` with the stepped schedule."""
+    """`configure_optimizers`' answer: AdamW over `model` with the stepped schedule, or the
+    budget-based one when the Trainer has a `TimeBudget`."""
     trainer = module._trainer
     mixed = trainer is not None and str(trainer.precision).endswith("-mixed")
     adamw = torch.optim.AdamW(
@@ -96,9 +127,12 @@ def configure_adamw(
         # refuse gradient clipping with an optimizer that unscales gradients itself.
         fused=not mixed,
     )
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        adamw, linear_warmup_decay(warmup_steps, total_steps)
-    )
+    budget = next((c for c in trainer.callbacks if isinstance(c, TimeBudget)), None)
+    if budget is None:
+        factor = linear_warmup_decay(warmup_steps, total_steps)
+    else:
+        factor = budget_warmup_decay(warmup_steps, total_steps, budget)
+    schedule = torch.optim.lr_scheduler.LambdaLR(adamw, factor)
     return {
         "optimizer": adamw,
         "lr_scheduler": {"scheduler": schedule, "interval": "step", "frequency": 1},

@@ -37,7 +37,7 @@ from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import HistoryLogger, LearningRate, TokenThroughput
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
-from bert_pipeline.training.core import build_trainer, mlflow_logger
+from bert_pipeline.training.core import TimeBudget, build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.hardware import AUTO, choose
 from bert_pipeline.training.module import BertPretrainingModule
@@ -255,6 +255,9 @@ def build_pretraining_trainer(
         save_last="link",
         auto_insert_metric_name=False,
     )
+    budget = cfg.schedule.budget_minutes
+    if budget is not None:
+        callbacks = [*callbacks, TimeBudget(budget)]
     return build_trainer(
         cfg,
         loggers=loggers,

@@ -127,7 +127,8 @@ def configure_adamw(
         # refuse gradient clipping with an optimizer that unscales gradients itself.
         fused=not mixed,
     )
-    budget = next((c for c in trainer.callbacks if isinstance(c, TimeBudget)), None)
+    callbacks = trainer.callbacks if trainer is not None else []
+    budget = next((c for c in callbacks if isinstance(c, TimeBudget)), None)
     if budget is None:
         factor = linear_warmup_decay(warmup_steps, total_steps)
     else:

@@ -65,7 +65,7 @@ def test_bf16_asked_for_on_a_cpu_without_bf16_units_is_warned_once(cpu, caplog):
         warn_emulated_bf16("bf16-mixed")
         warn_emulated_bf16("32")
     (record,) = caplog.records
-    assert "without bf16 units" in record.getMessage() and "17x slower" in record.getMessage()
+    assert "without bf16 units" in record.getMessage() and "slower than fp32" in record.getMessage()
     cpu(avx512_bf16=True)
     caplog.clear()
     warn_emulated_bf16("bf16-mixed")

@@ -2,10 +2,11 @@
 `compile: auto`).
 
 bf16 pays only on hardware with bf16 units: a GPU that supports it, or a CPU with AMX or
-AVX512-BF16. Elsewhere torch emulates bf16 and a step is slower than fp32 (17x on a 2-core AVX2
-EPYC, issue #36). torch.compile pays on the CPU only with bf16 (it fuses the casts around every
-kernel: 1.86x the fp32 step on an AMX Xeon; in fp32 it was no faster after a minute of compiling)
-and needs a C++ compiler; on a GPU it needs Triton. The checks are torch's own
+AVX512-BF16. Elsewhere torch emulates bf16 and a step is slower than fp32 (2.2x on an AVX-512
+Xeon without bf16 units, 17x on a 2-core AVX2 EPYC). torch.compile pays on the CPU only with
+bf16 (it fuses the casts around every kernel: 1.86x the fp32 step on a Xeon with bf16 units; in
+fp32 it was no faster after a minute of compiling) and needs a C++ compiler; on a GPU it needs
+Triton. The checks are torch's own
 (`torch.cpu`, `torch.cuda`).
 """
 
@@ -23,7 +24,10 @@ logger = logging.getLogger(__name__)
 
 AUTO = "auto"
 BF16_MIXED = "bf16-mixed"
-EMULATED_BF16_SLOWDOWN = "17x slower than fp32 on a 2-core AVX2 EPYC (issue #36)"
+EMULATED_BF16_SLOWDOWN = (
+    "2.2x slower than fp32 on an AVX-512 Xeon without bf16 units "
+    "(benchmarks/training_speed_no_bf16_units.md), 17x on an AVX2 EPYC (issue #36)"
+)
 
 
 @dataclass(frozen=True)

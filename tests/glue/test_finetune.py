@@ -64,6 +64,40 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
     assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
 
 
+def test_a_train_holdout_chooses_and_dev_is_only_reported(data):
+    """selection_holdout: the trial and epoch with the best score on held-out train rows win;
+    dev is measured at that choice and never decides it."""
+    from bert_pipeline.glue.module import HOLDOUT
+
+    config = GlueConfig(
+        learning_rates=[1e-3, 1e-4],
+        seeds=[1],
+        batch_size=8,
+        epochs=2,
+        max_seq_length=32,
+        progress_bar=False,
+        selection_holdout=0.25,
+    )
+    result = _run(data, tiny_checkpoint(), config)
+    history = {t["learning_rate"]: t["history"] for t in result.trials}
+    scores = {
+        (lr, h["epoch"]): sum(h["metrics"][HOLDOUT].values()) / len(h["metrics"][HOLDOUT])
+        for lr, hs in history.items()
+        for h in hs
+    }
+    lr, epoch = max(scores, key=scores.get)  # ties: the earlier trial and epoch (max keeps it)
+    assert (result.best["learning_rate"], result.best["best_epoch"]) == (lr, epoch)
+    assert set(result.dev_metrics) == {"dev_matched", "dev_mismatched"}
+    assert set(result.selected_on) == {HOLDOUT}
+    chosen = history[lr][epoch]["metrics"]
+    assert result.dev_metrics == {k: v for k, v in chosen.items() if k != HOLDOUT}
+    assert len(result.dev_predictions) == len(data["dev_matched"]) + len(data["dev_mismatched"])
+    with pytest.raises(ValueError, match="finetune_glue.defaults.selection_holdout"):
+        from bert_pipeline.glue.config import glue_params
+
+        glue_params({"defaults": {"selection_holdout": 1.0}}).task_config("rte")
+
+
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):
     checkpoint = tiny_checkpoint()
     config = GlueConfig(

@@ -19,9 +19,21 @@ class GlueConfig(FinetuneConfig):
     without NSP); the model config's field of that name, which config.json keeps."""
 
     classifier_pooling: str = "cls"
+    # Where the trial (lr, seed) and epoch are chosen: 0 on dev, as the paper (dev then scores
+    # its own choice); a share in (0, 1) holds that much of train out of training, chosen by
+    # `holdout_seed`, and chooses on it: dev is then reported, never used to choose.
+    selection_holdout: float = 0.0
+    holdout_seed: int = 0
 
     def check(self, root: str) -> None:
         super().check(root)
+        require(
+            0 <= self.selection_holdout < 1,
+            root,
+            "selection_holdout",
+            "must be in [0, 1): 0 chooses on dev, a share of train chooses on that share",
+            self.selection_holdout,
+        )
         require(
             self.classifier_pooling in CLASSIFIER_POOLINGS,
             root,

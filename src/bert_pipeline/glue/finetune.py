@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.glue.config import GlueConfig
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.module import GlueModule
+from bert_pipeline.glue.module import HOLDOUT, GlueModule
 from bert_pipeline.glue.tasks import GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import (
@@ -40,11 +40,12 @@ from bert_pipeline.training.finetune import (
 @dataclass
 class FinetuneResult:
     checkpoint: dict
-    dev_metrics: dict[str, dict[str, float]]
+    dev_metrics: dict[str, dict[str, float]]  # of the chosen trial and epoch, dev splits only
     best: dict[str, Any]
     trials: list[dict[str, Any]]
     dev_predictions: pd.DataFrame
     test_predictions: pd.DataFrame
+    selected_on: dict[str, dict[str, float]]  # the split(s) that chose: train hold-out or dev
 
 
 def build_classifier(
@@ -122,9 +123,13 @@ def finetune_task(
     if missing:
         raise ValueError(f"task {task.name}: no rows for dev split(s) {missing}")
     dev_frames = [dev[dev["split"] == s].reset_index(drop=True) for s in dev_names]
+    train, holdout = _hold_out(task, train, config)
+    val_names, val_frames = dev_names, dev_frames
+    if holdout is not None:  # validated first; the module chooses on it alone
+        val_names, val_frames = [HOLDOUT, *dev_names], [holdout, *dev_frames]
     length = config.max_seq_length
     train_features = encode(task, tokenizer, train, length)
-    dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
+    dev_features = [encode(task, tokenizer, f, length) for f in val_frames]
     test_features = encode(task, tokenizer, test, length)
 
     def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
@@ -137,12 +142,16 @@ def finetune_task(
             config.eval_batch_size,
             trial.seed,
         )
-        return GlueModule(model, task, dev_names, trial), data
+        return GlueModule(model, task, val_names, trial), data
 
     grid = run_grid(task.name, config, build, mlflow_run_id=mlflow_run_id)
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
         _prediction_frame(task, f, preds)
-        for f, preds in zip(dev_frames, grid.module.best_predictions, strict=True)
+        for f, preds in zip(
+            dev_frames,
+            grid.module.best_predictions[len(val_frames) - len(dev_frames) :],
+            strict=True,
+        )
     ]
     test_preds = _prediction_frame(
         task, test, _predict_test(grid.trainer, grid.module, grid.data, task)
@@ -153,14 +162,33 @@ def finetune_task(
         labels=task.label_names,
         finetuning_task=task.name,
     )
+    chosen = grid.dev_metrics
     return FinetuneResult(
         checkpoint=out,
-        dev_metrics=grid.dev_metrics,
+        dev_metrics={k: v for k, v in chosen.items() if k != HOLDOUT},
         best=best_summary(grid),
         trials=grid.trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,
+        selected_on={HOLDOUT: chosen[HOLDOUT]} if HOLDOUT in chosen else dict(chosen),
     )
+
+
+def _hold_out(
+    task: GlueTask, train: pd.DataFrame, config: GlueConfig
+) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """(the rows trained on, the rows held out to choose on or None), `selection_holdout` of
+    train drawn with `holdout_seed`: the same rows for every trial, so trials compare."""
+    if not config.selection_holdout:
+        return train, None
+    holdout = train.sample(frac=config.selection_holdout, random_state=config.holdout_seed)
+    if len(holdout) == 0 or len(holdout) == len(train):
+        raise ValueError(
+            f"task {task.name}: selection_holdout={config.selection_holdout} of {len(train)} "
+            "train rows leaves no rows to hold out or none to train on"
+        )
+    rest = train.drop(index=holdout.index).reset_index(drop=True)
+    return rest, holdout.reset_index(drop=True).assign(split=HOLDOUT)
 
 
 def _predict_test(

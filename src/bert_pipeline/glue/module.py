@@ -15,6 +15,8 @@ from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import FinetuneModule
 
+HOLDOUT = "train_holdout"  # the validation split held out of train to choose on
+
 
 class GlueModule(FinetuneModule):
     """Trains one task; a dev split's metrics are the task's official ones."""
@@ -53,6 +55,9 @@ class GlueModule(FinetuneModule):
         return compute_metrics(self.task, preds, labels), preds
 
     def score(self, metrics: dict[str, dict[str, float]]) -> float:
+        """The task's score on the train hold-out when there is one, else on the dev splits."""
+        if HOLDOUT in metrics:
+            return task_score({HOLDOUT: metrics[HOLDOUT]})
         return task_score(metrics)
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:

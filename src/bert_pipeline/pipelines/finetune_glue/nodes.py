@@ -109,6 +109,7 @@ def finetune_glue_task(
     a registered pyfunc model (`bert_pipeline.serving`).
     """
     from bert_pipeline.glue.finetune import finetune_task
+    from bert_pipeline.glue.metrics import task_score
     from bert_pipeline.model.checkpoint import checkpoint_source
 
     task = get_task(str(train["task"].iloc[0]))
@@ -134,7 +135,8 @@ def finetune_glue_task(
         record = {
             "task": task.name,
             "dev_metrics": result.dev_metrics,
-            "score": result.best["best_score"],
+            "score": task_score(result.dev_metrics),
+            "selected_on": result.selected_on,
             "best": result.best,
             "train_examples": len(train),
             "dev_examples": len(dev),

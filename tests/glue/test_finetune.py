@@ -30,16 +30,22 @@ def _run(data, checkpoint, config):
     return finetune_task(task, data["train"], dev, test, checkpoint, config)
 
 
-def test_grid_picks_the_best_trial_and_is_deterministic(data):
-    checkpoint = tiny_checkpoint()
-    config = GlueConfig(
+def _two_trials(**overrides) -> GlueConfig:
+    """Two learning rates, one seed, two epochs of a tiny model."""
+    return GlueConfig(
         learning_rates=[1e-3, 1e-4],
         seeds=[1],
         batch_size=8,
         epochs=2,
         max_seq_length=32,
         progress_bar=False,
+        **overrides,
     )
+
+
+def test_grid_picks_the_best_trial_and_is_deterministic(data):
+    checkpoint = tiny_checkpoint()
+    config = _two_trials()
     result = _run(data, checkpoint, config)
     assert [t["learning_rate"] for t in result.trials] == [1e-3, 1e-4]
     assert all(len(t["history"]) == 2 for t in result.trials)
@@ -69,16 +75,7 @@ def test_a_train_holdout_chooses_and_dev_is_only_reported(data):
     dev is measured at that choice and never decides it."""
     from bert_pipeline.glue.module import HOLDOUT
 
-    config = GlueConfig(
-        learning_rates=[1e-3, 1e-4],
-        seeds=[1],
-        batch_size=8,
-        epochs=2,
-        max_seq_length=32,
-        progress_bar=False,
-        selection_holdout=0.25,
-    )
-    result = _run(data, tiny_checkpoint(), config)
+    result = _run(data, tiny_checkpoint(), _two_trials(selection_holdout=0.25))
     history = {t["learning_rate"]: t["history"] for t in result.trials}
     scores = {
         (lr, h["epoch"]): sum(h["metrics"][HOLDOUT].values()) / len(h["metrics"][HOLDOUT])

@@ -384,14 +384,14 @@ def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, 
     flat[_ranges(row_start + new_la + 2, new_lb)] = corpus.tokens[_ranges(b_tok0, new_lb)]
 
     if cfg.dynamic_masking:
-        rows = cols = masked_ids = np.zeros(0, dtype=np.int64)
+        m_rows = m_cols = masked_ids = np.zeros(0, dtype=np.int64)
     else:
-        rows, cols, masked_ids = _mask(ids, lengths, cfg, vocab, rng)
+        m_rows, m_cols, masked_ids = _mask(ids, lengths, cfg, vocab, rng)
     return {
         "ids": ids,
-        "masked_positions": cols.astype(np.int32),
+        "masked_positions": m_cols.astype(np.int32),
         "masked_ids": masked_ids.astype(np.int32),
-        "n_masked": np.bincount(rows, minlength=n),
+        "n_masked": np.bincount(m_rows, minlength=n),
         "lengths": lengths,
         "len_a": new_la,
         "label": is_random.astype(np.int8),
@@ -528,10 +528,9 @@ def tokenize_sentences(
     words = distinct.to_pylist()
     if known is None:
         ids, counts = encode_distinct(tokenizer, words)
+        starts = np.cumsum(counts) - counts
     else:
-        ids, counts = known.encode(tokenizer, words)
-    starts = np.zeros(len(counts) + 1, dtype=np.int64)
-    np.cumsum(counts, out=starts[1:])
+        ids, starts, counts = known.locate(tokenizer, words)
     per_occurrence = counts[occurrences]
     tokens = ids[_ranges(starts[occurrences], per_occurrence)]
     ends = np.zeros(len(occurrences) + 1, dtype=np.int64)

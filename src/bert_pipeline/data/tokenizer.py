@@ -349,29 +349,27 @@ class WordIds:
         self.ids = np.zeros(0, dtype=np.int32)
         self.start = np.zeros(1, dtype=np.int64)  # word k owns ids[start[k]:start[k + 1]]
 
-    def encode(self, tok: Tokenizer, words: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """`encode_distinct(tok, words)`, with the known words' ids taken from the cache."""
+    def locate(
+        self, tok: Tokenizer, words: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the ids of each of `words` lie: (ids, each word's first position in them, each
+        word's number of ids). Known words are found in the cache; new ones are tokenized
+        (`encode_distinct`) and kept while there is room."""
         where = np.fromiter(map(self.slot.get, words, repeat(-1)), np.int64, len(words))
         new = np.flatnonzero(where < 0)
+        ids, start = self.ids, self.start
         if len(new):
             new_words = [words[i] for i in new]
             new_ids, new_counts = encode_distinct(tok, new_words)
-            first = len(self.start) - 1
-            ids = np.concatenate([self.ids, new_ids])
-            start = np.concatenate([self.start, self.start[-1] + np.cumsum(new_counts)])
+            first = len(start) - 1
+            ids = np.concatenate([ids, new_ids])
+            start = np.concatenate([start, start[-1] + np.cumsum(new_counts)])
             where[new] = first + np.arange(len(new))
-            room = self.max_words - len(self.slot)
-            if room > 0:
-                kept = min(room, len(new))
+            kept = min(max(self.max_words - len(self.slot), 0), len(new))
+            if kept:
                 self.slot.update(zip(new_words[:kept], range(first, first + kept), strict=True))
                 self.ids, self.start = ids[: start[first + kept]], start[: first + kept + 1]
-        else:
-            ids, start = self.ids, self.start
-        counts = start[where + 1] - start[where]
-        offsets = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        gather = np.repeat(start[where] - offsets[:-1], counts) + np.arange(offsets[-1])
-        return ids[gather], counts
+        return ids, start[where], start[where + 1] - start[where]
 
 
 def _char_class(chars: str) -> str:

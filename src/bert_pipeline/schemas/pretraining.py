@@ -78,8 +78,9 @@ def _example_row_checks(df: pd.DataFrame) -> pd.Series:
     pos = _arrow(df, "masked_lm_positions")
     lab = _arrow(df, "masked_lm_ids")
     length = pc.list_value_length(ids).to_numpy(zero_copy_only=False)
+    t_len = pc.list_value_length(types).to_numpy(zero_copy_only=False)
     ok = length >= 5
-    ok &= pc.list_value_length(types).to_numpy(zero_copy_only=False) == length
+    ok &= t_len == length
     ok &= pc.list_value_length(lab).to_numpy(zero_copy_only=False) == pc.list_value_length(
         pos
     ).to_numpy(zero_copy_only=False)
@@ -88,7 +89,6 @@ def _example_row_checks(df: pd.DataFrame) -> pd.Series:
     # in their own dtype (int8 in a shard) and per row through the offsets: no per-token row
     # index or int64 copy of a shard's millions of tokens
     t_val = pc.list_flatten(types).to_numpy(zero_copy_only=False)
-    t_len = pc.list_value_length(types).to_numpy(zero_copy_only=False)
     t_start = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(t_len, out=t_start[1:])
     bad_value = np.flatnonzero((t_val < 0) | (t_val > 1))

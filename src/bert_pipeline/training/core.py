@@ -64,13 +64,13 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
-def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[int], float]:
+def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[float], float]:
     """LR multiplier: step / warmup (0 at step 0) up to 1, then linearly to 0 at `total_steps`.
 
     google's BERT and transformers' `get_linear_schedule_with_warmup` use the same formula.
     """
 
-    def factor(step: int) -> float:
+    def factor(step: float) -> float:
         if step < warmup_steps:
             return step / warmup_steps
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
@@ -93,16 +93,13 @@ class TimeBudget(Timer):
 def budget_warmup_decay(
     warmup_steps: int, total_steps: int, budget: TimeBudget
 ) -> Callable[[int], float]:
-    """`linear_warmup_decay` over the run's progress: the larger of the share of steps and the
-    share of the time budget done (Cramming's budget-based schedule), so the rate reaches 0
+    """`linear_warmup_decay` at the run's progress: the larger of the steps done and the share
+    of the time budget used, in steps (Cramming's budget-based schedule), so the rate reaches 0
     when the time runs out, whatever the machine's speed."""
+    by_steps = linear_warmup_decay(warmup_steps, total_steps)
 
     def factor(step: int) -> float:
-        done = max(step / total_steps, budget.used())
-        warmup = warmup_steps / total_steps
-        if done < warmup:
-            return done / warmup
-        return max(0.0, (1 - done) / max(1e-12, 1 - warmup))
+        return by_steps(max(step, budget.used() * total_steps))
 
     return factor
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
 from pathlib import Path
@@ -235,6 +236,50 @@ def test_wikiextractor_text_outside_an_article_is_named(tmp_path: Path):
         CorpusError, match=rf"wiki_00.gz line {line}: text outside any <doc> \(after doc id='100'"
     ):
         ingest_documents({"kind": "wikiextractor", "path": str(folder)})
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace('<doc id="101"', "<doc  id=101", 1), r"line 8: malformed <doc> tag"),
+        (lambda t: t + "</doc>\n", r"line 15: </doc> without an open <doc> \(after doc id='101'"),
+        (lambda t: "</doc>\n" + t, r"line 1: </doc> without an open <doc> \(before the first"),
+        (lambda t: t[: t.rindex("</doc>")], r"doc id='101' \(line 8\) has no </doc>"),
+        (lambda t: t + "\n  \ntrailing text\n", r"line 17: text outside any <doc>"),
+        (lambda t: "", r"no <doc> tag"),
+    ],
+)
+def test_wikiextractor_tag_errors_name_the_line(tmp_path: Path, edit, message: str):
+    folder = write_wikiextractor(tmp_path, {"AA/wiki_00": ["river", "lake"]})
+    path = folder / "AA" / "wiki_00.gz"
+    text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    path.write_bytes(gzip.compress(edit(text).encode("utf-8")))
+    with pytest.raises(CorpusError, match=message):
+        ingest_documents({"kind": "wikiextractor", "path": str(folder)})
+
+
+def test_wikiextractor_tag_lines_and_headings(tmp_path: Path):
+    """A tag line is a whole line: an indented or trailing `</doc>` is text; a heading (no
+    sentence end, closing quotes allowed) and the title line are dropped."""
+    text = (
+        '<doc id="7" url="u" title="T">\nT\nHeading\n  </doc>\nShe said "yes."  \n'
+        "A list item\nEnds (here.)\n</doc>  \n\n"
+    )
+    folder = tmp_path / "wiki"
+    (folder / "AA").mkdir(parents=True)
+    (folder / "AA" / "wiki_00.bz2").write_bytes(bz2.compress(text.encode("utf-8")))
+    docs = ingest_documents({"kind": "wikiextractor", "path": str(folder)})
+    assert docs["doc_id"].tolist() == ["7"]
+    assert docs["text"].iloc[0] == 'She said "yes."\n\nEnds (here.)'
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+def test_a_truncated_archive_is_named(tmp_path: Path, suffix: str):
+    compress = {".gz": gzip.compress, ".bz2": bz2.compress}[suffix]
+    path = tmp_path / f"book.txt{suffix}"
+    path.write_bytes(compress(b"A sentence of the book.\n" * 500)[:-20])
+    with pytest.raises(CorpusError, match=rf"book.txt{suffix}: not a readable {suffix} file"):
+        ingest_documents({"kind": "prose_folder", "path": str(tmp_path)})
 
 
 def test_zero_sentences_after_cleaning():

@@ -133,18 +133,18 @@ def corpus_source(source: Mapping[str, Any] | CorpusSource) -> CorpusSource:
         raise CorpusError(f"{exc} (the pretrain_corpus catalog entry)") from None
 
 
-_OPENERS = {".gz": gzip.open, ".bz2": bz2.open}
+# whole-file decompression: gzip.decompress inflates in one call, not 8 KiB reads
+_OPENERS = {".gz": gzip.decompress, ".bz2": bz2.decompress}
 
 
 def read_bytes(path: Path) -> bytes:
     """Bytes of `path`, decompressed for .gz and .bz2; a damaged archive names the file."""
-    opener = _OPENERS.get(path.suffix)
-    if opener is None:
+    decompress = _OPENERS.get(path.suffix)
+    if decompress is None:
         return path.read_bytes()
     try:
-        with opener(path, "rb") as fh:
-            return fh.read()
-    except (OSError, EOFError, zlib.error) as exc:
+        return decompress(path.read_bytes())
+    except (OSError, EOFError, ValueError, zlib.error) as exc:  # bz2: ValueError when cut
         raise CorpusError(
             f"{path}: not a readable {path.suffix} file, truncated or corrupt ({exc})"
         ) from exc
@@ -250,51 +250,68 @@ def _prose_documents(
 
 
 _WIKI_OPEN = re.compile(r'<doc id="([^"]*)"[^>]*>')
-_WIKI_CLOSE = "</doc>"
+_WIKI_TAG = re.compile(r"^(?:<doc [^\n]*|</doc>[^\S\n]*)$", re.M)  # a tag line, as a line
+_NON_SPACE = re.compile(r"\S")
 # a line that ends a sentence; WikiExtractor leaves section headings and list items without one
-_SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s*$")
+_SENTENCE_LINE = re.compile(r"^[^\n]*[.!?][\"'\u201d\u2019)\]]*[^\S\n]*$", re.M)
 
 
-def _wikiextractor_articles(path: Path, text: str) -> Iterator[tuple[str, list[str]]]:
-    """(page id, lines) of every `<doc ...>` ... `</doc>` block, checked line by line.
+def _wikiextractor_articles(path: Path, text: str) -> Iterator[tuple[str, str]]:
+    """(page id, the text between its tag lines) of every `<doc ...>` ... `</doc>` block.
 
     Counting the tags is not enough: a missing `</doc>` and a stray one later balance out and
     would merge two articles. So every `<doc>` must close before the next opens and no text may
-    stand outside a doc; an error names the file, the line and the doc id.
+    stand outside a doc; an error names the file, the line and the doc id. One regular
+    expression finds the tag lines: a loop over every line was most of ingestion's time.
     """
-    doc_id, last, lines = None, None, []  # the open doc; the doc opened last, closed or not
-    for number, line in enumerate(text.split("\n"), start=1):
-        at = f"{path} line {number}"
-        if line.startswith("<doc "):
-            tag = _WIKI_OPEN.fullmatch(line.rstrip())
-            if tag is None:
-                raise CorpusError(f"{at}: malformed <doc> tag {line[:80]!r}")
+
+    def line(pos: int) -> int:  # only for an error: counting lines is a pass over the text
+        return text.count("\n", 0, pos) + 1
+
+    def after_last() -> str:  # where a stray line sits: after which doc (id, opening line)
+        if last is None:
+            return "before the first <doc>; not WikiExtractor output?"
+        return f"after doc id={last[0]!r} of line {line(last[1])}"
+
+    def stray_text(start: int, end: int) -> None:
+        if stray := _NON_SPACE.search(text, start, end):
+            raise CorpusError(
+                f"{path} line {line(stray.start())}: text outside any <doc> ({after_last()})"
+            )
+
+    doc_id, last, body = None, None, 0  # the open doc; the doc opened last; where text resumes
+    for tag in _WIKI_TAG.finditer(text):
+        at = tag.start()
+        if tag.group().startswith("<doc "):
+            opened = _WIKI_OPEN.fullmatch(tag.group().rstrip())
+            if doc_id is None:
+                stray_text(body, at)
+            if opened is None:
+                raise CorpusError(
+                    f"{path} line {line(at)}: malformed <doc> tag {tag.group()[:80]!r}"
+                )
             if doc_id is not None:
                 raise CorpusError(
-                    f"{at}: <doc id={tag.group(1)!r}> opens before doc id={doc_id!r} "
-                    f"(line {last[1]}) is closed: its </doc> is missing"
+                    f"{path} line {line(at)}: <doc id={opened.group(1)!r}> opens before doc "
+                    f"id={doc_id!r} (line {line(last[1])}) is closed: its </doc> is missing"
                 )
-            doc_id, last, lines = tag.group(1), (tag.group(1), number), []
-        elif line.rstrip() == _WIKI_CLOSE:
-            if doc_id is None:
-                raise CorpusError(f"{at}: </doc> without an open <doc> ({_after(last)})")
-            yield doc_id, lines
+            doc_id, last = opened.group(1), (opened.group(1), at)
+        elif doc_id is None:
+            stray_text(body, at)
+            raise CorpusError(
+                f"{path} line {line(at)}: </doc> without an open <doc> ({after_last()})"
+            )
+        else:
+            yield doc_id, text[body:at]
             doc_id = None
-        elif doc_id is not None:
-            lines.append(line)
-        elif line.strip():
-            raise CorpusError(f"{at}: text outside any <doc> ({_after(last)})")
+        body = tag.end() + 1
     if doc_id is not None:
-        raise CorpusError(f"{path}: doc id={doc_id!r} (line {last[1]}) has no </doc> (truncated?)")
+        raise CorpusError(
+            f"{path}: doc id={doc_id!r} (line {line(last[1])}) has no </doc> (truncated?)"
+        )
+    stray_text(body, len(text))
     if last is None:
         raise CorpusError(f"{path}: no <doc> tag (not WikiExtractor output)")
-
-
-def _after(last: tuple[str, int] | None) -> str:
-    """Where a stray line sits: after which doc (id, opening line)."""
-    if last is None:
-        return "before the first <doc>; not WikiExtractor output?"
-    return f"after doc id={last[0]!r} of line {last[1]}"
 
 
 def _wikiextractor_documents(
@@ -307,11 +324,10 @@ def _wikiextractor_documents(
     with `heading_lines: drop`, as google did for BERT's Wikipedia ("ignore lists, tables and
     headers"); empty articles are dropped by the caller.
     """
-    for doc_id, lines in _wikiextractor_articles(path, text):
+    for doc_id, body in _wikiextractor_articles(path, text):
         if title_line == "drop":
-            lines = lines[1:]
-        if heading_lines == "drop":
-            lines = [ln for ln in lines if _SENTENCE_END.search(ln)]
+            body = body.partition("\n")[2]
+        lines = _SENTENCE_LINE.findall(body) if heading_lines == "drop" else body.split("\n")
         yield doc_id, "\n\n".join(ln.strip() for ln in lines if ln.strip())
 
 

@@ -19,19 +19,20 @@ then rename).
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kedro.io.core import AbstractDataset, DatasetError
 
-from bert_pipeline.model.checkpoint import (
-    CONFIG_FILE,
-    Checkpoint,
-    read_checkpoint,
-    write_checkpoint,
-)
+from bert_pipeline.model.config import CONFIG_FILE
+
+if TYPE_CHECKING:
+    from bert_pipeline.model.checkpoint import Checkpoint
+
+# bert_pipeline.model.checkpoint (torch) is imported by load and save only: kedro-mlflow builds
+# every catalog entry at the start of each run, a data run included, which never needs torch
 
 
-class CheckpointDataset(AbstractDataset[Checkpoint, Checkpoint]):
+class CheckpointDataset(AbstractDataset[dict, dict]):
     """A BERT checkpoint folder on the local filesystem.
 
     Example catalog entry::
@@ -48,6 +49,8 @@ class CheckpointDataset(AbstractDataset[Checkpoint, Checkpoint]):
     def load(self) -> Checkpoint:
         """The folder's checkpoint; its config names the folder (`_name_or_path`, as
         transformers' from_pretrained does), so errors, model cards and lineage can name it."""
+        from bert_pipeline.model.checkpoint import read_checkpoint
+
         checkpoint = read_checkpoint(self._path)
         checkpoint["config"]["_name_or_path"] = str(self._path)
         return checkpoint
@@ -60,6 +63,8 @@ class CheckpointDataset(AbstractDataset[Checkpoint, Checkpoint]):
                 "'config', 'state_dict' and optionally 'tokenizer_files' "
                 "(see bert_pipeline.model.checkpoint.model_to_checkpoint)"
             )
+        from bert_pipeline.model.checkpoint import write_checkpoint
+
         write_checkpoint(data, self._path)
 
     def _exists(self) -> bool:

@@ -11,7 +11,6 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io.core import AbstractDataset, DatasetError
-from safetensors.torch import load_file, save_file
 
 from bert_pipeline.fsutil import atomic_directory
 
@@ -31,6 +30,8 @@ class TensorsDataset(AbstractDataset[dict, dict]):
         self.metadata = metadata
 
     def load(self) -> dict:
+        from safetensors.torch import load_file  # torch: only when a run reads tensors
+
         config = json.loads((self._path / CONFIG).read_text(encoding="utf-8"))
         return {"config": config, "tensors": load_file(self._path / TENSORS)}
 
@@ -39,6 +40,8 @@ class TensorsDataset(AbstractDataset[dict, dict]):
             raise DatasetError(
                 f"{self._path}: expected {{'config': dict, 'tensors': dict}}, got {sorted(data)}"
             )
+        from safetensors.torch import save_file
+
         with atomic_directory(self._path) as tmp:
             tensors = {k: v.contiguous() for k, v in data["tensors"].items()}
             save_file(tensors, tmp / TENSORS)

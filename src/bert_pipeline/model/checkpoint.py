@@ -50,13 +50,12 @@ from bert_pipeline.model.bert import (
     BertForTokenClassification,
     BertModel,
 )
-from bert_pipeline.model.config import BertConfig
+from bert_pipeline.model.config import CONFIG_FILE, BertConfig
 
 logger = logging.getLogger(__name__)
 
 CLASSIFIERS = (BertForSequenceClassification, BertForTokenClassification)
 
-CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 MODEL_CARD_FILE = "README.md"

@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+CONFIG_FILE = "config.json"  # the name transformers reads a checkpoint's config from
+
 # (num_hidden_layers, hidden_size, num_attention_heads); intermediate_size is 4 x hidden_size.
 PRESETS: dict[str, tuple[int, int, int]] = {
     "tiny": (2, 128, 2),

@@ -30,6 +30,7 @@ from tests.data.conftest import TOPICS, write_wikiextractor
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
 
 BIN = Path(sys.executable).parent
+SWAG_SAMPLE = "data/01_raw/swag_sample/sample.jsonl"
 TINY_PRETRAIN = {
     "corpus.max_documents": 40,
     "pretrain_data.tokenizer.vocab_size": 800,
@@ -492,3 +493,21 @@ def test_make_notebook_starts_jupyter_lab_with_the_kedro_kernel(tmp_path, projec
         assert "kedro_bert_pipeline" in specs["kernelspecs"]
     finally:
         _stop(server)
+
+
+def test_swag_command_runs_on_the_bundled_sample(tmp_path, project_root):
+    rows = [json.loads(line) for line in (project_root / SWAG_SAMPLE).read_text().splitlines()]
+    texts = [v for r in rows for k, v in r.items() if k != "label"]
+    model = write_checkpoint(tiny_checkpoint(texts), tmp_path / "pretrained")
+    params = {
+        "data_dir": tmp_path / "data",
+        "swag_model_dir": model,
+        "finetune_swag.training.epochs": 1,
+        "finetune_swag.training.progress_bar": "false",
+    }
+    output = _kedro(["run", "--pipeline", "finetune_swag"], project_root, _env(tmp_path), params)
+    assert "40 labelled examples measure nothing" in output
+    record = json.loads((tmp_path / "data" / "08_reporting" / "swag_metrics.json").read_text())
+    assert record["examples"] == {"train": 28, "dev": 12, "test": 0}
+    dev = pd.read_csv(tmp_path / "data" / "07_model_output" / "swag" / "dev_predictions.csv")
+    assert len(dev) == 12

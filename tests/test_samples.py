@@ -13,6 +13,9 @@ import yaml
 from bert_pipeline.io.conll_dataset import ConllDataset
 from bert_pipeline.io.glue_dataset import GlueRawDataset
 from bert_pipeline.io.squad_dataset import SquadDataset
+from bert_pipeline.io.swag_dataset import SwagDataset
+from bert_pipeline.swag.config import swag_params
+from bert_pipeline.swag.data import split_by_context
 from tests.conftest import PROJECT_ROOT
 
 RAW = PROJECT_ROOT / "data" / "01_raw"
@@ -50,3 +53,12 @@ def test_no_squad_dev_question_is_in_train():
         path=str(RAW / "squad_sample"), files={"train": "train.json", "dev": "dev.json"}
     ).load()
     assert leaked(splits, lambda row: row.question) == {"dev": []}
+
+
+def test_no_swag_dev_context_is_in_train():
+    """The bundled sample is one file: the run's own split must keep each context on one side."""
+    params = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_finetune_swag.yml").read_text())
+    data = swag_params(params["finetune_swag"]).data
+    (frame,) = SwagDataset(str(RAW / "swag_sample" / "sample.jsonl")).load().values()
+    train, dev = split_by_context(frame, data.dev_share, data.split_seed)
+    assert leaked({"train": train, "dev": dev}, lambda row: row.context) == {"dev": []}

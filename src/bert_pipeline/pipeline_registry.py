@@ -14,6 +14,7 @@ from bert_pipeline.pipelines import (
     finetune_glue,
     finetune_ner,
     finetune_squad,
+    finetune_swag,
     pretrain_data,
     pretrain_model,
 )
@@ -35,6 +36,7 @@ def register_pipelines() -> dict[str, Pipeline]:
         "finetune_ner": finetune_ner.create_pipeline(),
         "finetune_ner_features": finetune_ner.create_feature_pipeline(),
         "finetune_squad": finetune_squad.create_pipeline(),
+        "finetune_swag": finetune_swag.create_pipeline(),
     }
     pipelines["pretrain"] = pipelines["pretrain_data"] + pipelines["pretrain_model"]
     pipelines["__default__"] = pipelines["pretrain"]

@@ -11,7 +11,9 @@ Output of a fine-tuned classifier: `label` (the label name) and `score` (its sof
 of a regression task (STS-B): `score`; of the pretrained encoder: `cls_embedding` (the last
 layer's [CLS] vector) and `mean_embedding` (the mean over the tokens), lists of floats.
 The NER tagger reads `text_a` (words separated by spaces) and answers `tokens` and `tags`; the
-SQuAD reader reads `question` and `context` and answers `answer` and `null_score_diff`.
+SQuAD reader reads `question` and `context` and answers `answer` and `null_score_diff`; the
+SWAG model reads `context`, `start` and `ending0`..`ending3` and answers `label` (the index of
+the most likely ending) and `score` (its softmax probability).
 
 A request the model cannot answer (no rows, a missing, null, blank or non-string text, more rows
 or longer texts than its `RequestLimits`) raises `BadRequest`: the scoring server answers 400
@@ -39,6 +41,7 @@ from mlflow.types.schema import ColSpec, Schema
 import bert_pipeline
 from bert_pipeline.model.checkpoint import MODEL_CARD_FILE
 from bert_pipeline.params import parse_params, require
+from bert_pipeline.swag.data import ENDINGS
 
 ARTIFACT = "model"
 REQUIREMENTS = ("torch", "tokenizers", "safetensors", "pandas", "numpy", "mlflow")
@@ -74,7 +77,7 @@ class BadRequest(MlflowException):
 class BertPyfunc(mlflow.pyfunc.PythonModel):
     """Answers with an exported BERT folder, by its architecture (config.json): a sentence
     classifier or the encoder (`SentenceModel`), a tagger (`TaggerModel`), a reader
-    (`ReaderModel`)."""
+    (`ReaderModel`), a multiple-choice model (`ChoiceModel`)."""
 
     def load_context(self, context) -> None:
         from bert_pipeline.data.tokenizer import tokenizer_from_files
@@ -98,7 +101,11 @@ class BertPyfunc(mlflow.pyfunc.PythonModel):
         options["max_seq_length"] = length
         tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, folder)
         architecture = (checkpoint["config"].get("architectures") or [""])[0]
-        kinds = {"BertForTokenClassification": TaggerModel, "BertForQuestionAnswering": ReaderModel}
+        kinds = {
+            "BertForTokenClassification": TaggerModel,
+            "BertForQuestionAnswering": ReaderModel,
+            "BertForMultipleChoice": ChoiceModel,
+        }
         self.model = kinds.get(architecture, SentenceModel)(checkpoint, folder, tokenizer, options)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
@@ -281,6 +288,51 @@ class ReaderModel:
         ids = questions["id"]
         return pd.DataFrame(
             {"answer": ids.map(answers), "null_score_diff": ids.map(null_diff).astype(float)}
+        )
+
+
+class ChoiceModel:
+    """The SWAG model: `context` (sentence A), `start` (the beginning of sentence B, may be
+    blank) and the endings `ending0`..`ending3` to `label` (the most likely ending's index) and
+    `score` (its softmax probability over the four), as the pipeline's dev pass scores them."""
+
+    inputs = Schema(
+        [
+            ColSpec("string", "context"),
+            ColSpec("string", "start", required=False),
+            *(ColSpec("string", name) for name in ENDINGS),
+        ]
+    )
+
+    def __init__(self, checkpoint: dict, folder: str, tokenizer: Any, options: dict) -> None:
+        from bert_pipeline.model import BertForMultipleChoice
+        from bert_pipeline.model.checkpoint import model_from_checkpoint
+
+        self.tokenizer, self.max_seq_length = tokenizer, options["max_seq_length"]
+        self.model = model_from_checkpoint(checkpoint, BertForMultipleChoice, source=folder)
+
+    @staticmethod
+    def table(frame: pd.DataFrame) -> pd.DataFrame:
+        out = frame[["context", *ENDINGS]].copy()
+        out["start"] = frame["start"].fillna("") if "start" in frame.columns else ""
+        return out
+
+    @staticmethod
+    def groups(frame: pd.DataFrame) -> list[pd.DataFrame]:
+        return [frame]
+
+    @torch.no_grad()
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        from bert_pipeline.swag.features import SwagFeatures, encode_choices
+
+        encoded = encode_choices(self.tokenizer, rows, self.max_seq_length)
+        features = SwagFeatures(encoded, [0] * len(rows))
+        batch = features.collate([features[i] for i in range(len(features))])
+        _, logits = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+        probs = logits.double().softmax(-1)
+        best = probs.argmax(-1)
+        return pd.DataFrame(
+            {"label": best.numpy(), "score": probs.gather(1, best[:, None]).squeeze(1).numpy()}
         )
 
 

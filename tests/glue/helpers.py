@@ -176,3 +176,49 @@ def tiny_checkpoint(texts: list[str] | None = None, **overrides) -> dict:
         save_tokenizer(tokenizer, tmp)
         files = tokenizer_files_from(tmp)
     return model_to_checkpoint(BertForPreTraining(config), files)
+
+
+def trainer_losses(model, train_set, dev_set, *, seed: int, epochs: int, batch: int, lr: float):
+    """Per-step training losses of transformers' Trainer with the shared recipe's settings
+    (linear decay after 10% warmup, AdamW eps 1e-6, clip 1.0, a dev pass per epoch), the
+    reference our trials are compared with step by step."""
+    import transformers
+
+    losses = []
+
+    class Recording(transformers.Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            if model.training:
+                losses.append((out[0] if return_outputs else out).item())
+            return out
+
+    steps = -(-len(train_set) // batch) * epochs
+    with tempfile.TemporaryDirectory() as out_dir:
+        Recording(
+            model=model,
+            args=transformers.TrainingArguments(
+                output_dir=out_dir,
+                per_device_train_batch_size=batch,
+                per_device_eval_batch_size=64,
+                num_train_epochs=epochs,
+                learning_rate=lr,
+                lr_scheduler_type="linear",
+                warmup_steps=int(0.1 * steps),
+                weight_decay=0.01,
+                optim="adamw_torch",
+                adam_epsilon=1e-6,
+                max_grad_norm=1.0,
+                seed=seed,
+                eval_strategy="epoch",
+                save_strategy="no",
+                report_to="none",
+                use_cpu=True,
+                disable_tqdm=True,
+                remove_unused_columns=False,  # the datasets' own collate reads every key
+            ),
+            train_dataset=train_set,
+            eval_dataset=dev_set,
+            data_collator=train_set.collate,
+        ).train()
+    return losses

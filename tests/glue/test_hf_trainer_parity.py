@@ -7,8 +7,6 @@ loops produce the same per-step training losses with dropout on, across epochs a
 
 from __future__ import annotations
 
-import tempfile
-
 import pandas as pd
 import pytest
 import torch
@@ -18,7 +16,7 @@ from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.checkpoint import write_checkpoint
-from tests.glue.helpers import examples, tiny_checkpoint
+from tests.glue.helpers import examples, tiny_checkpoint, trainer_losses
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -54,49 +52,19 @@ def _ours(task, train, dev, checkpoint, monkeypatch) -> list[float]:
 
 def _hf(task, train, dev, checkpoint, folder) -> list[float]:
     tokenizer = ft.tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
-    train_features = _features(tokenizer, train, task.is_regression)
-    dev_features = _features(tokenizer, dev, task.is_regression)
-    losses = []
-
-    class Recording(transformers.Trainer):
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            out = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            if model.training:
-                losses.append((out[0] if return_outputs else out).item())
-            return out
-
     transformers.set_seed(SEED)
     model = transformers.BertForSequenceClassification.from_pretrained(
         folder, num_labels=task.num_labels
     )
-    steps = -(-len(train) // BATCH) * EPOCHS
-    with tempfile.TemporaryDirectory() as out_dir:
-        Recording(
-            model=model,
-            args=transformers.TrainingArguments(
-                output_dir=out_dir,
-                per_device_train_batch_size=BATCH,
-                per_device_eval_batch_size=64,
-                num_train_epochs=EPOCHS,
-                learning_rate=LR,
-                lr_scheduler_type="linear",
-                warmup_steps=int(0.1 * steps),
-                weight_decay=0.01,
-                optim="adamw_torch",
-                adam_epsilon=1e-6,
-                max_grad_norm=1.0,
-                seed=SEED,
-                eval_strategy="epoch",
-                save_strategy="no",
-                report_to="none",
-                use_cpu=True,
-                disable_tqdm=True,
-            ),
-            train_dataset=train_features,
-            eval_dataset=dev_features,
-            data_collator=train_features.collate,
-        ).train()
-    return losses
+    return trainer_losses(
+        model,
+        _features(tokenizer, train, task.is_regression),
+        _features(tokenizer, dev, task.is_regression),
+        seed=SEED,
+        epochs=EPOCHS,
+        batch=BATCH,
+        lr=LR,
+    )
 
 
 @pytest.mark.parametrize("task_name", ["mrpc", "stsb"])

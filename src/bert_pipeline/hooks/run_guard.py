@@ -28,6 +28,7 @@ PARAMETER_PARSERS = {
     "params:pretrain_model": "bert_pipeline.training.config:TrainingConfig.from_params",
     "params:finetune_ner": "bert_pipeline.ner.config:ner_params",
     "params:finetune_squad": "bert_pipeline.squad.config:squad_params",
+    "params:finetune_swag": "bert_pipeline.swag.config:swag_params",
 }
 # models a pipeline may read without making them: they must exist before it starts
 MODEL_INPUTS = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
+    "BertForMultipleChoice": "bert",
     "BertForPreTraining": "bert",
     "BertForQuestionAnswering": "bert",
     "BertForSequenceClassification": "bert",

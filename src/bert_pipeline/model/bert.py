@@ -442,6 +442,37 @@ class BertForTokenClassification(BertClassifierBase):
         return loss, logits
 
 
+class BertForMultipleChoice(BertClassifierBase):
+    """The paper's SWAG model (4.4): every choice's pair goes through BERT and one learned vector
+    (`classifier`, a single output) scores its pooled [CLS]; a softmax over the choices.
+
+    Inputs are [batch, choices, tokens]; the logits [batch, choices]; HF's names and layout.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__(config, num_labels=1)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        labels: Tensor | None = None,
+    ) -> tuple[Tensor | None, Tensor]:
+        batch, choices, width = input_ids.shape
+
+        def rows(x: Tensor | None) -> Tensor | None:  # one row per (example, choice)
+            return None if x is None else x.reshape(batch * choices, width)
+
+        mask = rows(attention_mask)
+        sequence_output, pooled_output = self.bert(rows(input_ids), rows(token_type_ids), mask)
+        if pooled_output is None:
+            pooled_output = masked_mean(sequence_output, mask)
+        logits = self.classifier(self.dropout(pooled_output)).view(batch, choices)
+        loss = None if labels is None else F.cross_entropy(logits.float(), labels.view(-1))
+        return loss, logits
+
+
 class BertForQuestionAnswering(BertPreTrainedModel):
     """sequence_output -> linear to (start, end) logits per token, as HF's (`qa_outputs`).
 

@@ -44,6 +44,7 @@ from bert_pipeline.data.tokenizer import (
 )
 from bert_pipeline.fsutil import atomic_directory
 from bert_pipeline.model.bert import (
+    BertForMultipleChoice,
     BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,
@@ -194,7 +195,8 @@ def tokenizer_files_from(source: TokenizerSource) -> dict:
 
 
 def _architecture(model: nn.Module) -> str:
-    for cls in (BertForPreTraining, *CLASSIFIERS, BertForQuestionAnswering, BertModel):
+    heads = (BertForMultipleChoice, BertForQuestionAnswering)
+    for cls in (BertForPreTraining, *CLASSIFIERS, *heads, BertModel):
         if isinstance(model, cls):
             return cls.__name__
     raise TypeError(f"cannot export a {type(model).__name__}; expected one of our BERT models")

@@ -511,3 +511,32 @@ def test_swag_command_runs_on_the_bundled_sample(tmp_path, project_root):
     assert record["examples"] == {"train": 28, "dev": 12, "test": 0}
     dev = pd.read_csv(tmp_path / "data" / "07_model_output" / "swag" / "dev_predictions.csv")
     assert len(dev) == 12
+
+
+def test_left_to_right_ablation_commands(tmp_path, project_root):
+    """Table 5's LTR row as docs/training.md runs it: LTR & No NSP pretraining, then a GLUE
+    task read from the last token, keeping the causal mask (BiLSTM heads: tests/glue, squad)."""
+    env, data = _env(tmp_path), tmp_path / "data"
+    params = {
+        "data_dir": data,
+        **TINY_PRETRAIN,
+        "pretrain_data.examples.next_sentence": "false",
+        "pretrain_model.objective": "ltr",
+    }
+    output = _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
+    assert "Result: val/ltr_accuracy" in output
+    model = data / "06_models" / "bert_pretrained"
+    assert json.loads((model / "config.json").read_text())["is_decoder"] is True
+    glue = {
+        "data_dir": data,
+        "glue_raw_dir": write_glue_tsv(tmp_path / "glue_data", tasks=["rte"]),
+        "glue_model_dir": model,
+        "finetune_glue.data.max_train_examples": 12,
+        "finetune_glue.defaults.epochs": 1,
+        "finetune_glue.defaults.max_seq_length": 32,
+        "finetune_glue.defaults.classifier_pooling": "last",
+        "finetune_glue.defaults.progress_bar": "false",
+    }
+    _kedro(["run", "--pipeline", "finetune_glue", "--namespaces=rte"], project_root, env, glue)
+    config = json.loads((data / "06_models" / "glue" / "rte" / "config.json").read_text())
+    assert config["is_decoder"] is True and config["classifier_pooling"] == "last"

@@ -147,3 +147,37 @@ def test_the_masking_rule_is_googles():
     assert np.mean(new == MASK) == pytest.approx(0.8, abs=0.005)
     assert np.mean(new == 7) == pytest.approx(0.1, abs=0.005)
     assert np.mean(new >= 100) == pytest.approx(0.1, abs=0.005)
+
+
+def test_next_token_undoes_static_masks_and_shifts_the_labels():
+    rng = np.random.default_rng(3)
+    plain = [_example(4, 3, rng), _example(6, 5, rng)]
+    masked = []
+    for e in plain:  # positions 2 and 4 shown as [MASK], the originals in masked_lm_ids
+        ids = e["input_ids"].copy()
+        originals = ids[[2, 4]].copy()
+        ids[[2, 4]] = MASK
+        masked.append(
+            {
+                **e,
+                "input_ids": ids,
+                "masked_lm_positions": np.array([2, 4]),
+                "masked_lm_ids": originals,
+            }
+        )
+    batch = PretrainingCollator(pad_token_id=PAD, next_token=True)(masked)
+    for row, e in enumerate(plain):
+        n = len(e["input_ids"])
+        assert batch["input_ids"][row, :n].tolist() == e["input_ids"].tolist()  # no [MASK] left
+        assert batch["masked_lm_labels"][row, : n - 1].tolist() == e["input_ids"][1:].tolist()
+        assert (batch["masked_lm_labels"][row, n - 1 :] == IGNORE_INDEX).all()  # padding
+    width = batch["input_ids"].shape[1]
+    assert batch["masked_lm_positions"].tolist() == [list(range(width - 1))] * 2
+    with pytest.raises(ValueError, match="no dynamic_masking"):
+        PretrainingCollator(
+            pad_token_id=PAD,
+            mask_token_id=MASK,
+            vocab_size=VOCAB,
+            dynamic_masking=True,
+            next_token=True,
+        )

@@ -30,6 +30,19 @@ def _run(data, checkpoint, config):
     return finetune_task(task, data["train"], dev, test, checkpoint, config)
 
 
+def _one_trial(**overrides) -> GlueConfig:
+    """One epoch of one trial of a tiny model."""
+    return GlueConfig(
+        learning_rates=[1e-3],
+        seeds=[1],
+        batch_size=8,
+        epochs=1,
+        max_seq_length=32,
+        progress_bar=False,
+        **overrides,
+    )
+
+
 def _two_trials(**overrides) -> GlueConfig:
     """Two learning rates, one seed, two epochs of a tiny model."""
     return GlueConfig(
@@ -97,16 +110,7 @@ def test_a_train_holdout_chooses_and_dev_is_only_reported(data):
 
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):
     checkpoint = tiny_checkpoint()
-    config = GlueConfig(
-        learning_rates=[1e-3],
-        seeds=[1],
-        batch_size=8,
-        epochs=1,
-        max_seq_length=32,
-        classifier_pooling="mean",
-        progress_bar=False,
-    )
-    result = _run(data, checkpoint, config)
+    result = _run(data, checkpoint, _one_trial(classifier_pooling="mean"))
     assert result.checkpoint["config"]["classifier_pooling"] == "mean"
     assert not any(k.startswith("bert.pooler.") for k in result.checkpoint["state_dict"])
     model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
@@ -125,3 +129,16 @@ def test_mnli_init_wiring():
     assert "glue_pretrained_model" in inputs["stsb.finetune_task"]
     assert "glue_pretrained_model" in inputs["mnli.finetune_task"]
     assert {n.namespace for n in pipe.nodes} == {"mnli", "rte", "stsb", None}
+
+
+@pytest.mark.parametrize("head", [{"classifier_pooling": "last"}, {"head_lstm_size": 8}])
+def test_a_left_to_right_encoder_fine_tunes_causal_with_its_head(data, head):
+    """Table 5's LTR rows: the causal mask is kept at fine-tuning (config.json's is_decoder),
+    the classifier reads the last token or a BiLSTM, and the result is deterministic."""
+    checkpoint = tiny_checkpoint(is_decoder=True)
+    config = _one_trial(**head)
+    result = _run(data, checkpoint, config)
+    saved = result.checkpoint["config"]
+    assert saved["is_decoder"] is True
+    assert saved.get("head_lstm_size") == head.get("head_lstm_size")
+    assert _run(data, checkpoint, config).dev_metrics == result.dev_metrics

@@ -216,3 +216,25 @@ def test_squad_parameters_are_parsed_whole(params, message):
         squad_params(params)
     parsed = squad_params({"data": {"max_dev_questions": "5"}, "training": {"epochs": 1}})
     assert parsed.data.max_dev_questions == 5 and parsed.training.epochs == 1
+
+
+def test_a_bilstm_between_a_left_to_right_encoder_and_the_span_head(tmp_path):
+    """Table 5's "+ BiLSTM" row on SQuAD: the BiLSTM's weights travel with the reader."""
+    texts = [
+        t
+        for a in squad_document(20, "vocab", True)["data"]
+        for p in a["paragraphs"]
+        for t in [p["context"], *(q["question"] for q in p["qas"])]
+    ]
+    checkpoint = tiny_checkpoint(texts, is_decoder=True)
+    root = write_squad_folder(tmp_path, version_2=False, sizes={"train": 4, "dev": 2})
+    train, dev = read_squad(root / "train.json"), read_squad(root / "dev.json")
+    result = finetune_squad(train, dev, checkpoint, _config(head_lstm_size=8))
+    assert result.checkpoint["config"]["head_lstm_size"] == 8
+    assert any(k.startswith("head_lstm.") for k in result.checkpoint["state_dict"])
+    assert set(result.predictions) == set(dev["id"])
+
+
+def test_a_bilstm_width_must_be_positive():
+    with pytest.raises(ConfigError, match=r"finetune_squad.training.head_lstm_size=0 must be >= 1"):
+        SquadConfig.from_params({"head_lstm_size": 0}, "finetune_squad.training")

@@ -24,8 +24,13 @@ from bert_pipeline.data.tokenizer import (
     train_tokenizer,
 )
 from bert_pipeline.io.checkpoint_dataset import CheckpointDataset
-from bert_pipeline.model import BertConfig, BertModel
-from bert_pipeline.model.checkpoint import load_pretrained, model_to_checkpoint, save_pretrained
+from bert_pipeline.model import BertConfig, BertForPreTraining, BertModel
+from bert_pipeline.model.checkpoint import (
+    load_pretrained,
+    model_from_checkpoint,
+    model_to_checkpoint,
+    save_pretrained,
+)
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.core import linear_warmup_decay, parameter_groups
 from bert_pipeline.training.data import (
@@ -34,7 +39,7 @@ from bert_pipeline.training.data import (
     ResumableBatchSampler,
     split_indices,
 )
-from bert_pipeline.training.module import BertPretrainingModule
+from bert_pipeline.training.module import BATCH_KEYS, BertPretrainingModule
 from bert_pipeline.training.trainer import run_training
 from tests.training.conftest import EXAMPLE_PARAMETERS, write_shards
 
@@ -498,3 +503,45 @@ def test_no_nsp_ablation_trains_on_the_mlm_loss_only(tmp_path, tiny_tokenizer, t
     losses = result.history.set_index(["metric", "step"])["value"]
     for step in result.history.loc[result.history.metric == "train/loss", "step"]:
         assert losses[("train/loss", step)] == losses[("train/mlm_loss", step)]
+
+
+def test_left_to_right_objective_predicts_every_next_token(tmp_path, tiny_tokenizer, tiny_examples):
+    """ "LTR & No NSP": a causal model whose LM head reads every position for the next token."""
+    from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
+
+    shards = write_shards(
+        tiny_examples,
+        tiny_tokenizer,
+        tmp_path / "ex",
+        parameters={**EXAMPLE_PARAMETERS, "next_sentence": False},
+    )
+    checkpoint, history, metrics = pretrain_bert(
+        shards, tiny_tokenizer, tiny_params(tmp_path, objective="ltr", max_steps=4)
+    )
+    assert checkpoint["config"]["is_decoder"] is True
+    assert {"val/ltr_loss", "val/ltr_accuracy"} <= set(metrics) and "val/mlm_loss" not in metrics
+    assert "val/nsp_accuracy" not in metrics
+    logged = set(history["metric"])
+    assert "train/ltr_loss" in logged and "train/nsp_loss" not in logged
+    # the held-out loss is the mean next-token cross-entropy of the exported model
+    model = model_from_checkpoint(checkpoint, BertForPreTraining)
+    table = ExampleTable(tiny_examples)
+    data = datamodule(tiny_tokenizer, table, next_token=True, seed=TrainingConfig().seed)
+    batch = data.collate((0, [table.row(int(i)) for i in data.val_indices]))
+    with torch.no_grad():
+        out = model(**{k: batch[k] for k in BATCH_KEYS if k != "next_sentence_label"})
+    assert abs(out.mlm_loss.item() - metrics["val/ltr_loss"]) < 1e-3
+
+
+def test_left_to_right_needs_examples_without_next_sentence_pairs(
+    tmp_path, tiny_tokenizer, tiny_shards
+):
+    from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert
+
+    with pytest.raises(
+        ValueError,
+        match=r"objective=ltr is the paper's LTR & No NSP: .*"
+        r"pretrain_data.examples.next_sentence=false",
+    ):
+        pretrain_bert(tiny_shards, tiny_tokenizer, tiny_params(tmp_path, objective="ltr"))
+    assert not (tmp_path / "ckpt").exists()

@@ -4,6 +4,8 @@ Static mode pads examples whose masks were drawn once by `create_examples` (goog
 `create_pretraining_data.py`). Dynamic mode (RoBERTa-style) draws fresh 80/10/10 masks on every
 call with the same selection rule as google: `min(max_predictions_per_seq, max(1, round(n * p)))`
 positions per sequence, where `n` is the unpadded length, chosen uniformly among non-special tokens.
+Next-token mode (a left-to-right LM) restores the original tokens and asks every position for
+the token after it.
 """
 
 from __future__ import annotations
@@ -37,7 +39,10 @@ class PretrainingCollator:
         max_predictions_per_seq: int = 20,
         pad_to_multiple_of: int | None = 8,
         seed: int = 0,
+        next_token: bool = False,
     ) -> None:
+        if dynamic_masking and next_token:
+            raise ValueError("next_token reads the unmasked text: no dynamic_masking with it")
         if dynamic_masking:
             if mask_token_id is None or vocab_size is None:
                 raise ValueError("dynamic_masking=True needs mask_token_id and vocab_size")
@@ -56,6 +61,7 @@ class PretrainingCollator:
         self.max_predictions_per_seq = int(max_predictions_per_seq)
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
+        self.next_token = bool(next_token)
         self._generator: torch.Generator | None = None
         self._worker_id: int | None = None
 
@@ -96,7 +102,9 @@ class PretrainingCollator:
             "attention_mask": torch.from_numpy(attention_mask),
             "next_sentence_label": torch.from_numpy(nsp),
         }
-        if self.dynamic_masking:
+        if self.next_token:
+            positions, labels = self._next_tokens(out, examples)
+        elif self.dynamic_masking:
             positions, labels = self._mask_dynamic(out["input_ids"], out["attention_mask"])
         else:
             positions, labels = self._static_masks(examples)
@@ -119,6 +127,21 @@ class PretrainingCollator:
             positions[row, : len(p)] = p
             labels[row, : len(y)] = y
         return torch.from_numpy(positions), torch.from_numpy(labels)
+
+    def _next_tokens(
+        self, batch: dict[str, torch.Tensor], examples: Sequence[Mapping[str, Any]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Undoes static masks in place; returns ([B, T-1] positions 0..T-2, the token after
+        each position, IGNORE_INDEX where that is padding)."""
+        input_ids = batch["input_ids"]
+        if examples and "masked_lm_positions" in examples[0]:
+            positions, originals = self._static_masks(examples)
+            rows = torch.arange(len(examples))[:, None].expand_as(positions)
+            real = originals != IGNORE_INDEX
+            input_ids[rows[real], positions[real]] = originals[real]
+        width = input_ids.shape[1]
+        labels = input_ids[:, 1:].masked_fill(batch["attention_mask"][:, 1:] == 0, IGNORE_INDEX)
+        return torch.arange(width - 1).expand(len(examples), width - 1).clone(), labels
 
     def _mask_dynamic(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor

@@ -54,6 +54,7 @@ def build_classifier(
     source: str,
     seed: int | None = None,
     classifier_pooling: str = "cls",
+    head_lstm_size: int | None = None,
 ) -> BertForSequenceClassification:
     """The encoder from the checkpoint plus a fresh task head seeded by `seed`."""
     return with_new_head(
@@ -63,6 +64,7 @@ def build_classifier(
         source,
         seed,
         classifier_pooling=classifier_pooling,
+        head_lstm_size=head_lstm_size,
     )
 
 
@@ -133,7 +135,14 @@ def finetune_task(
     test_features = encode(task, tokenizer, test, length)
 
     def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
-        model = build_classifier(checkpoint, task, source, trial.seed, config.classifier_pooling)
+        model = build_classifier(
+            checkpoint,
+            task,
+            source,
+            trial.seed,
+            config.classifier_pooling,
+            config.head_lstm_size,
+        )
         data = FinetuneDataModule(
             train_features,
             dev_features,

@@ -23,9 +23,16 @@ logger = logging.getLogger(__name__)
 # The catalog layers whose datasets the summary lists as what the run made.
 MADE_LAYERS = ("models", "reporting")
 # The result a run is judged by, first found wins: on the pipeline's MLflow run, else on each
-# of its child runs (a fine-tuning task's): GLUE average, masked-LM accuracy, a GLUE task's
-# score, NER test F1, SQuAD dev F1.
-HEADLINE_METRICS = ("glue.average", "val/mlm_accuracy", "best_score", "test_f1", "best_dev_f1")
+# of its child runs (a fine-tuning task's): GLUE average, masked-LM (or left-to-right LM)
+# accuracy, a GLUE task's score, NER test F1, SQuAD dev F1.
+HEADLINE_METRICS = (
+    "glue.average",
+    "val/mlm_accuracy",
+    "val/ltr_accuracy",
+    "best_score",
+    "test_f1",
+    "best_dev_f1",
+)
 
 
 def duration(seconds: float) -> str:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from bert_pipeline.model.config import BertConfig
 
@@ -198,11 +199,20 @@ class BertPreTrainedModel(nn.Module):
             nn.init.zeros_(module.bias)
 
 
-def extended_attention_mask(attention_mask: Tensor | None) -> Tensor | None:
-    """[B, T] 1/0 padding mask -> boolean [B, 1, 1, T] keys mask for SDPA (None if no padding)."""
-    if attention_mask is None or bool(attention_mask.all()):
-        return None
-    return attention_mask.bool()[:, None, None, :]
+def extended_attention_mask(
+    attention_mask: Tensor | None, causal: bool = False, length: int = 0
+) -> Tensor | None:
+    """[B, T] 1/0 padding mask -> boolean [B, 1, 1, T] keys mask for SDPA (None if no padding);
+    `causal` (a left-to-right encoder of `length` positions) also hides the later positions:
+    [B or 1, 1, T, T]."""
+    keys = None
+    if attention_mask is not None and not bool(attention_mask.all()):
+        keys = attention_mask.bool()[:, None, None, :]
+    if not causal:
+        return keys
+    device = None if attention_mask is None else attention_mask.device
+    earlier = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
+    return earlier if keys is None else earlier & keys
 
 
 class BertModel(BertPreTrainedModel):
@@ -230,8 +240,14 @@ class BertModel(BertPreTrainedModel):
     ) -> tuple[Tensor, Tensor | None]:
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        causal = self.config.is_decoder
+        mask = extended_attention_mask(attention_mask, causal, input_ids.shape[1])
         x = self.embeddings(input_ids, token_type_ids)
-        x = self.encoder(x, extended_attention_mask(attention_mask), output_rows)
+        if causal and output_rows is not None:  # the mask's query rows are every position
+            x = self.encoder(x, mask)
+            x = x.gather(1, output_rows[..., None].expand(-1, -1, x.size(-1)))
+        else:
+            x = self.encoder(x, mask, output_rows)
         return x, None if self.pooler is None else self.pooler(x)
 
 
@@ -246,7 +262,7 @@ def hidden_states(
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(input_ids)
     x = model.embeddings(input_ids, token_type_ids)
-    mask = extended_attention_mask(attention_mask)
+    mask = extended_attention_mask(attention_mask, model.config.is_decoder, input_ids.shape[1])
     states = [x]
     for block in model.encoder.layer:
         x = block(x, mask)
@@ -364,8 +380,51 @@ class BertForPreTraining(BertPreTrainedModel):
 # ---------------------------------------------------------------------------- fine-tuning
 
 
+def masked_mean(sequence_output: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """[B, T, H] -> [B, H]: the mean over the positions the mask keeps (all without a mask)."""
+    if attention_mask is None:
+        return sequence_output.mean(1)
+    keep = attention_mask.unsqueeze(-1).to(sequence_output.dtype)
+    return (sequence_output * keep).sum(1) / keep.sum(1).clamp(min=1)
+
+
+def last_token(sequence_output: Tensor, attention_mask: Tensor | None) -> Tensor:
+    """[B, T, H] -> [B, H]: the hidden state of each row's last unpadded position."""
+    B, T, H = sequence_output.shape
+    last = torch.full((B,), T - 1, device=sequence_output.device)
+    if attention_mask is not None:
+        last = attention_mask.sum(1).clamp(min=1) - 1
+    return sequence_output.gather(1, last.view(B, 1, 1).expand(B, 1, H)).squeeze(1)
+
+
+class HeadLSTM(nn.Module):
+    """A one-layer BiLSTM over the encoder's output (the paper's "+ BiLSTM", `head_lstm_size`
+    per direction): per token [B, T, 2W], and a sequence's summary, the final state of each
+    direction [B, 2W] (forward at the last unpadded token, backward at the first)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        size = config.head_lstm_size
+        self.lstm = nn.LSTM(config.hidden_size, size, batch_first=True, bidirectional=True)
+
+    def forward(self, x: Tensor, attention_mask: Tensor | None) -> tuple[Tensor, Tensor]:
+        lengths = torch.full((x.shape[0],), x.shape[1])
+        if attention_mask is not None:
+            lengths = attention_mask.sum(1).clamp(min=1).cpu()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (final, _) = self.lstm(packed)
+        out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
+        return out, torch.cat([final[0], final[1]], dim=-1)
+
+
+def head_width(config: BertConfig) -> int:
+    """What a task head reads per token or sequence: the encoder's width, or the BiLSTM's."""
+    return config.hidden_size if config.head_lstm_size is None else 2 * config.head_lstm_size
+
+
 class BertClassifierBase(BertPreTrainedModel):
-    """The encoder plus dropout and one new linear layer (`classifier`), HF's names and init."""
+    """The encoder plus dropout and one new linear layer (`classifier`), HF's names and init;
+    with `head_lstm_size`, a BiLSTM between them (`head_lstm`)."""
 
     pooled = True  # a sequence head (pooler unless classifier_pooling "mean") or every token
 
@@ -375,27 +434,46 @@ class BertClassifierBase(BertPreTrainedModel):
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.config = config
         self.num_labels = num_labels
-        pooler = self.pooled and config.classifier_pooling == "cls"
+        lstm = config.head_lstm_size is not None
+        pooler = self.pooled and config.classifier_pooling == "cls" and not lstm
+        if pooler and config.is_decoder:
+            raise ValueError(
+                "classifier_pooling 'cls' reads [CLS], which a left-to-right encoder "
+                "(is_decoder) lets see only itself: use 'last' (GPT's reading), 'mean', or a "
+                "BiLSTM head (head_lstm_size)"
+            )
         self.bert = BertModel(config, add_pooling_layer=pooler)
+        self.head_lstm = HeadLSTM(config) if lstm else None
         p = config.classifier_dropout
         self.dropout = nn.Dropout(config.hidden_dropout_prob if p is None else p)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.classifier = nn.Linear(head_width(config), num_labels)
         self.apply(self._init_weights)
 
+    def summary(
+        self, sequence_output: Tensor, pooled_output: Tensor | None, attention_mask: Tensor | None
+    ) -> Tensor:
+        """What a sequence head reads: the BiLSTM's final states, else the pooled [CLS], the
+        mean of the last layer or its last token (`classifier_pooling`)."""
+        if self.head_lstm is not None:
+            return self.head_lstm(sequence_output, attention_mask)[1]
+        if pooled_output is not None:
+            return pooled_output
+        if self.config.classifier_pooling == "last":
+            return last_token(sequence_output, attention_mask)
+        return masked_mean(sequence_output, attention_mask)
 
-def masked_mean(sequence_output: Tensor, attention_mask: Tensor | None) -> Tensor:
-    """[B, T, H] -> [B, H]: the mean over the positions the mask keeps (all without a mask)."""
-    if attention_mask is None:
-        return sequence_output.mean(1)
-    keep = attention_mask.unsqueeze(-1).to(sequence_output.dtype)
-    return (sequence_output * keep).sum(1) / keep.sum(1).clamp(min=1)
+    def tokens(self, sequence_output: Tensor, attention_mask: Tensor | None) -> Tensor:
+        """What a per-token head reads: the last layer, or the BiLSTM over it."""
+        if self.head_lstm is None:
+            return sequence_output
+        return self.head_lstm(sequence_output, attention_mask)[0]
 
 
 class BertForSequenceClassification(BertClassifierBase):
     """pooled_output -> dropout -> linear; num_labels == 1 is regression (MSE), else CE.
 
-    `config.classifier_pooling == "mean"` reads the masked mean of the last layer instead of
-    the pooled [CLS] (no pooler then).
+    `config.classifier_pooling` "mean" or "last" reads the masked mean or the last token of the
+    last layer instead of the pooled [CLS] (no pooler then); see `summary`.
     """
 
     def forward(
@@ -406,9 +484,8 @@ class BertForSequenceClassification(BertClassifierBase):
         labels: Tensor | None = None,
     ) -> tuple[Tensor | None, Tensor]:
         sequence_output, pooled_output = self.bert(input_ids, token_type_ids, attention_mask)
-        if pooled_output is None:
-            pooled_output = masked_mean(sequence_output, attention_mask)
-        logits = self.classifier(self.dropout(pooled_output))
+        summary = self.summary(sequence_output, pooled_output, attention_mask)
+        logits = self.classifier(self.dropout(summary))
         loss = None
         if labels is not None:
             if self.num_labels == 1:
@@ -433,7 +510,7 @@ class BertForTokenClassification(BertClassifierBase):
         labels: Tensor | None = None,
     ) -> tuple[Tensor | None, Tensor]:
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
-        logits = self.classifier(self.dropout(sequence_output))
+        logits = self.classifier(self.dropout(self.tokens(sequence_output, attention_mask)))
         loss = None
         if labels is not None:
             loss = F.cross_entropy(
@@ -466,15 +543,15 @@ class BertForMultipleChoice(BertClassifierBase):
 
         mask = rows(attention_mask)
         sequence_output, pooled_output = self.bert(rows(input_ids), rows(token_type_ids), mask)
-        if pooled_output is None:
-            pooled_output = masked_mean(sequence_output, mask)
-        logits = self.classifier(self.dropout(pooled_output)).view(batch, choices)
+        summary = self.summary(sequence_output, pooled_output, mask)
+        logits = self.classifier(self.dropout(summary)).view(batch, choices)
         loss = None if labels is None else F.cross_entropy(logits.float(), labels.view(-1))
         return loss, logits
 
 
 class BertForQuestionAnswering(BertPreTrainedModel):
-    """sequence_output -> linear to (start, end) logits per token, as HF's (`qa_outputs`).
+    """sequence_output -> linear to (start, end) logits per token, as HF's (`qa_outputs`); with
+    `head_lstm_size`, through a BiLSTM first.
 
     With start and end positions the loss is the mean of the two cross-entropies; positions
     outside the sequence (an answer cut off by truncation) are clamped to it and ignored, as HF.
@@ -484,7 +561,8 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.head_lstm = None if config.head_lstm_size is None else HeadLSTM(config)
+        self.qa_outputs = nn.Linear(head_width(config), 2)
         self.apply(self._init_weights)
 
     def forward(
@@ -496,6 +574,8 @@ class BertForQuestionAnswering(BertPreTrainedModel):
         end_positions: Tensor | None = None,
     ) -> tuple[Tensor | None, Tensor, Tensor]:
         sequence_output, _ = self.bert(input_ids, token_type_ids, attention_mask)
+        if self.head_lstm is not None:
+            sequence_output = self.head_lstm(sequence_output, attention_mask)[0]
         start_logits, end_logits = self.qa_outputs(sequence_output).float().unbind(-1)
         loss = None
         if start_positions is not None and end_positions is not None:

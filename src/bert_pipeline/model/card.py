@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from bert_pipeline.training.config import lm_metric, metrics_objective
+
 # The project declares no license: "other" is the hub's value for terms it does not list.
 LICENSE = "other"
 # Our metric names -> the hub's metric ids (https://hf.co/metrics).
@@ -90,12 +92,27 @@ def pretrained_card(
     data = statistics.get("parameters") or {}
     schedule, optimizer = params.get("schedule") or {}, params.get("optimizer") or {}
     nsp = metrics.get("val/nsp_accuracy")
+    objective = metrics_objective(metrics)
+    ltr = objective == "ltr"  # the left-to-right ablation
+    what = "Next-token" if ltr else "Masked-LM"
+    accuracy, loss = (
+        metrics[lm_metric(objective, "accuracy")],
+        metrics[lm_metric(objective, "loss")],
+    )
+    held_out = metrics.get("num_val_examples")
+    result = f"- {what} accuracy {accuracy:.4f}, loss {loss:.3f} ({held_out} examples)"
     lines = [
         *front_matter("fill-mask", ["accuracy"]),
         "# BERT pretrained with bert_pipeline",
         "",
-        f"A BERT encoder with masked-LM and next-sentence heads ({_architecture(config)}), "
-        "pretrained from scratch by `kedro run --pipeline pretrain` (bert_pipeline).",
+        (
+            "A left-to-right BERT (causal attention, the paper's LTR & No NSP ablation) whose LM "
+            "head predicts the next token"
+            if ltr
+            else "A BERT encoder with masked-LM and next-sentence heads"
+        )
+        + f" ({_architecture(config)}), pretrained from scratch by "
+        "`kedro run --pipeline pretrain` (bert_pipeline).",
         "",
         "## Training data",
         "",
@@ -127,9 +144,7 @@ def pretrained_card(
         "",
         "## Results (held-out documents)",
         "",
-        f"- Masked-LM accuracy {metrics['val/mlm_accuracy']:.4f}, loss "
-        f"{metrics['val/mlm_loss']:.3f} ({metrics.get('num_val_examples')} examples)"
-        + (f"; next-sentence accuracy {nsp:.4f}." if nsp is not None else "."),
+        result + (f"; next-sentence accuracy {nsp:.4f}." if nsp is not None else "."),
         "",
         "## Intended use",
         "",
@@ -141,6 +156,19 @@ def pretrained_card(
         *_loading(registered_name, "BertForPreTraining"),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _classifier_reads(config: Mapping[str, Any]) -> str | None:
+    """What a sequence classifier reads when it is not transformers' pooled [CLS], else None."""
+    encoder = "a left-to-right encoder's" if config.get("is_decoder") else "the"
+    if config.get("head_lstm_size"):
+        return f"the final states of a BiLSTM (head_lstm_size) over {encoder} last layer"
+    pooling = config.get("classifier_pooling", "cls")
+    if pooling == "mean":
+        return f"the mean of {encoder} last layer over the tokens (pooling: mean)"
+    if pooling == "last":
+        return f"the last token of {encoder} last layer (pooling: last)"
+    return None
 
 
 def glue_card(
@@ -158,7 +186,8 @@ def glue_card(
     )
     labels = list((config.get("id2label") or {}).values())
     labels = labels if len(labels) > 1 else []  # one output: a regression (STS-B)
-    cls = config.get("classifier_pooling", "cls") == "cls"
+    reads = _classifier_reads(config)
+    cls = reads is None  # transformers' own reading: the pooled [CLS] of a bidirectional encoder
     hub_metrics = [name for values in record["dev_metrics"].values() for name in values]
     lines = [
         *front_matter(
@@ -185,9 +214,8 @@ def glue_card(
         f"{best['seed']}, epoch {best['best_epoch'] + 1}.",
         "- The classifier reads the pooled [CLS] (as BERT)."
         if cls
-        else "- The classifier reads the mean of the last layer over the tokens (pooling: mean); "
-        "transformers' BertForSequenceClassification would read [CLS], so load it with "
-        "bert_pipeline.",
+        else f"- The classifier reads {reads}; transformers' BertForSequenceClassification "
+        "would read [CLS], so load it with bert_pipeline.",
         "",
         "## Results (dev, x100)",
         "",

@@ -411,7 +411,7 @@ def encoder_only(checkpoint: Mapping) -> dict:
     """The checkpoint without its heads (pretraining `cls.*`, a task's head), labels and
     what the old head read: what a new task starts from, so their absence is expected, not
     warned about."""
-    heads = ("cls.", "classifier.", "qa_outputs.")
+    heads = ("cls.", "classifier.", "qa_outputs.", "head_lstm.")
     return {
         **checkpoint,
         "state_dict": {
@@ -420,7 +420,7 @@ def encoder_only(checkpoint: Mapping) -> dict:
         "config": {
             k: v
             for k, v in checkpoint["config"].items()
-            if k not in ("id2label", "label2id", "classifier_pooling")
+            if k not in ("id2label", "label2id", "classifier_pooling", "head_lstm_size")
         },
     }
 
@@ -436,7 +436,7 @@ def with_new_head(
 ) -> nn.Module:
     """The encoder from the checkpoint plus a fresh linear `head` (any old head is dropped);
     `num_labels` for a classifier, None for a model with a fixed head (question answering);
-    `overrides` set config fields of the new model (GLUE's `classifier_pooling`).
+    `overrides` set config fields of the new model (`classifier_pooling`, `head_lstm_size`).
 
     With a seed, the head's N(0, initializer_range) weights come from that seed alone (not from
     whatever the encoder's init drew first), as transformers initializes a missing head after
@@ -455,4 +455,9 @@ def with_new_head(
         with torch.no_grad():
             getattr(model, head).weight.normal_(0.0, std, generator=generator)
             getattr(model, head).bias.zero_()
+            lstm = getattr(model, "head_lstm", None)
+            if lstm is not None:  # torch's own LSTM init, drawn from the seed after the head
+                bound = lstm.lstm.hidden_size**-0.5
+                for weight in lstm.parameters():
+                    weight.uniform_(-bound, bound, generator=generator)
     return model.train()  # Lightning keeps module modes: dropout must be on for fine-tuning

@@ -23,9 +23,10 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
-# What a sequence classifier reads: the pooled [CLS] (the paper, transformers) or the mean of the
-# last layer over the unpadded tokens (ours: an encoder pretrained without NSP never trains [CLS]).
-CLASSIFIER_POOLINGS = ("cls", "mean")
+# What a sequence classifier reads: the pooled [CLS] (the paper, transformers), the mean of the
+# last layer over the unpadded tokens (ours: an encoder pretrained without NSP never trains [CLS])
+# or the last unpadded token (a left-to-right encoder's only position that has seen the input).
+CLASSIFIER_POOLINGS = ("cls", "mean", "last")
 
 
 @dataclass
@@ -47,6 +48,12 @@ class BertConfig:
     pad_token_id: int = 0
     classifier_dropout: float | None = None
     classifier_pooling: str = "cls"  # not a transformers field: it reads only "cls"
+    # transformers' field: a left-to-right encoder, each position attends to itself and those
+    # before it (the paper's "LTR" ablation, pretrained with pretrain_model.objective: ltr)
+    is_decoder: bool = False
+    # not a transformers field: a randomly initialised BiLSTM of this width per direction between
+    # the encoder and a fine-tuning head (the paper's "+ BiLSTM" row); None: no BiLSTM
+    head_lstm_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.hidden_size % self.num_attention_heads:
@@ -59,6 +66,8 @@ class BertConfig:
                 f"hidden_act={self.hidden_act!r} is not supported; "
                 f"use one of {SUPPORTED_ACTIVATIONS}"
             )
+        if self.head_lstm_size is not None and self.head_lstm_size < 1:
+            raise ValueError(f"head_lstm_size={self.head_lstm_size} must be >= 1 or None")
         if self.classifier_pooling not in CLASSIFIER_POOLINGS:
             raise ValueError(
                 f"classifier_pooling={self.classifier_pooling!r} is not supported; "
@@ -81,11 +90,15 @@ class BertConfig:
         return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
-        """The HF ``config.json`` form (``model_type`` included, no ``architectures``); our
-        `classifier_pooling` only when it is not transformers' [CLS]."""
+        """The HF ``config.json`` form (``model_type`` included, no ``architectures``); the
+        fields transformers lacks or defaults (`classifier_pooling`, `is_decoder`,
+        `head_lstm_size`) only when they differ from a bidirectional [CLS] model's."""
         fields = dataclasses.asdict(self)
-        if fields["classifier_pooling"] == "cls":
-            del fields["classifier_pooling"]
+        for name, plain in (("classifier_pooling", "cls"), ("is_decoder", False)):
+            if fields[name] == plain:
+                del fields[name]
+        if fields["head_lstm_size"] is None:
+            del fields["head_lstm_size"]
         return {"model_type": "bert", **fields}
 
     @classmethod

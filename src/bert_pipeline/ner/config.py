@@ -65,6 +65,13 @@ class NerFeatureConfig(NerConfig):
             self.layer_choices,
         )
         require(self.lstm_width >= 1, root, "lstm_width", "must be >= 1", self.lstm_width)
+        require(
+            self.head_lstm_size is None,
+            root,
+            "head_lstm_size",
+            "must be null: the feature-based tagger is a BiLSTM already (lstm_width)",
+            self.head_lstm_size,
+        )
         require(0 <= self.dropout < 1, root, "dropout", "must be in [0, 1)", self.dropout)
 
 

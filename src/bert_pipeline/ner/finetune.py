@@ -94,7 +94,12 @@ def finetune_ner(
 
     def build(trial: TrialParams) -> tuple[NerModule, FinetuneDataModule]:
         model = with_new_head(
-            checkpoint, BertForTokenClassification, len(config.labels), source, trial.seed
+            checkpoint,
+            BertForTokenClassification,
+            len(config.labels),
+            source,
+            trial.seed,
+            head_lstm_size=config.head_lstm_size,
         )
         data = FinetuneDataModule(
             encoded[0],

@@ -117,7 +117,13 @@ def finetune_squad(
 
     def build(trial: TrialParams) -> tuple[SquadModule, FinetuneDataModule]:
         model = with_new_head(
-            checkpoint, BertForQuestionAnswering, None, source, trial.seed, head="qa_outputs"
+            checkpoint,
+            BertForQuestionAnswering,
+            None,
+            source,
+            trial.seed,
+            head="qa_outputs",
+            head_lstm_size=config.head_lstm_size,
         )
         data = FinetuneDataModule(
             train_set, [dev_set], None, config.batch_size, config.eval_batch_size, trial.seed

@@ -93,7 +93,14 @@ def finetune_swag(
     test_set = _features(tokenizer, test, length)
 
     def build(trial: TrialParams) -> tuple[SwagModule, FinetuneDataModule]:
-        model = with_new_head(checkpoint, BertForMultipleChoice, None, source, trial.seed)
+        model = with_new_head(
+            checkpoint,
+            BertForMultipleChoice,
+            None,
+            source,
+            trial.seed,
+            head_lstm_size=config.head_lstm_size,
+        )
         data = FinetuneDataModule(
             train_set, [dev_set], test_set, config.batch_size, config.eval_batch_size, trial.seed
         )

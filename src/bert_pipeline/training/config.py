@@ -6,7 +6,7 @@ The standalone launcher and the Kedro nodes both parse the same YAML with `parse
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,19 @@ class DeviceParams:
 
 # pretrain_data.examples settings the training needs: NSP or not, and dynamic masking's draw
 EXAMPLE_SETTINGS = ("next_sentence", "masked_lm_prob", "max_predictions_per_seq")
+# What the LM head learns: the masked tokens (BERT) or every next token, left to right
+OBJECTIVES = ("mlm", "ltr")
+
+
+def lm_metric(objective: str, name: str) -> str:
+    """A held-out metric of the LM head, named by its objective: val/mlm_accuracy, val/ltr_loss."""
+    return f"val/{objective}_{name}"
+
+
+def metrics_objective(metrics: Iterable[str]) -> str:
+    """The objective whose LM metrics are among `metrics` (names, or a dict of them)."""
+    names = set(metrics)
+    return next((o for o in OBJECTIVES if lm_metric(o, "accuracy") in names), "mlm")
 
 
 @dataclass
@@ -126,6 +139,10 @@ class TrainingConfig(DeviceParams):
     # Hidden and attention dropout while pretraining only (None: the model config's); the
     # exported config keeps the architecture's dropout, which fine-tuning then uses.
     dropout: float | None = None
+    # "mlm": BERT's masked LM; "ltr": a left-to-right LM (every next token, causal attention,
+    # kept at fine-tuning: config.json's is_decoder), the paper's "LTR & No NSP" ablation, on
+    # examples made with pretrain_data.examples.next_sentence=false
+    objective: str = "mlm"
     # torch.compile for training (fused element-wise kernels): true, false or auto (where it
     # pays: bf16 on a CPU with a C++ compiler, a GPU with Triton)
     compile: Any = False
@@ -167,7 +184,14 @@ class TrainingConfig(DeviceParams):
                 "pretrain_data"
             )
         made = examples.made_with(*EXAMPLE_SETTINGS, where=where)
-        return cls.from_params({**(params or {}), **made})
+        cfg = cls.from_params({**(params or {}), **made})
+        if cfg.objective == "ltr" and cfg.next_sentence:
+            raise ConfigError(
+                f"parameter {cls.ROOT}.objective=ltr is the paper's LTR & No NSP: its examples "
+                "must be made with pretrain_data.examples.next_sentence=false (these have "
+                "next-sentence pairs); rerun pretrain_data with it"
+            )
+        return cfg
 
     def check(self, root: str = ROOT) -> None:
         self.check_devices(root)
@@ -196,6 +220,13 @@ class TrainingConfig(DeviceParams):
             "schedule.budget_minutes",
             "must be > 0 or null",
             steps.budget_minutes,
+        )
+        require(
+            self.objective in OBJECTIVES,
+            root,
+            "objective",
+            f"must be one of {list(OBJECTIVES)}",
+            self.objective,
         )
         require(
             self.compile in (True, False, "auto"),
@@ -243,6 +274,9 @@ class FinetuneConfig(DeviceParams):
     lowercase: bool = True
     log_every_n_steps: int = 10
     deterministic: Any = True
+    # a randomly initialised BiLSTM of this width per direction between the encoder and the
+    # task head (the paper's "+ BiLSTM" row of Table 5); null: none
+    head_lstm_size: int | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], where: str) -> FinetuneConfig:
@@ -290,6 +324,13 @@ class FinetuneConfig(DeviceParams):
             self.learning_rates,
         )
         require(self.weight_decay >= 0, root, "weight_decay", "must be >= 0", self.weight_decay)
+        require(
+            self.head_lstm_size is None or self.head_lstm_size >= 1,
+            root,
+            "head_lstm_size",
+            "must be >= 1 or null",
+            self.head_lstm_size,
+        )
 
 
 @dataclass

@@ -293,13 +293,15 @@ class PretrainingDataModule(pl.LightningDataModule):
         max_predictions_per_seq: int = 20,
         pad_to_multiple_of: int | None = 8,
         num_workers: int = 0,
+        next_token: bool = False,
     ) -> None:
         super().__init__()
         self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
         self.batch_size = batch_size
         self.seed = seed
         self.num_workers = num_workers
-        self.dynamic_masking = resolve_dynamic_masking(self.table, masking)
+        # a left-to-right LM reads the unmasked text: no masks drawn, static ones undone
+        self.dynamic_masking = not next_token and resolve_dynamic_masking(self.table, masking)
         self.collate = SeededCollate(
             pad_token_id=pad_token_id,
             mask_token_id=mask_token_id,
@@ -309,6 +311,7 @@ class PretrainingDataModule(pl.LightningDataModule):
             masked_lm_prob=masked_lm_prob,
             max_predictions_per_seq=max_predictions_per_seq,
             pad_to_multiple_of=pad_to_multiple_of,
+            next_token=next_token,
         )
         self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
         self.dataset = PretrainingDataset(self.table)

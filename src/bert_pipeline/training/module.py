@@ -1,4 +1,5 @@
-"""LightningModule for BERT pretraining (MLM + NSP) with the original BERT optimisation recipe."""
+"""LightningModule for BERT pretraining (MLM + NSP, or a left-to-right LM) with the original
+BERT optimisation recipe."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from torchmetrics import MeanMetric
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.bert import IGNORE_INDEX
-from bert_pipeline.training.config import OptimizerParams
+from bert_pipeline.training.config import OptimizerParams, lm_metric
 from bert_pipeline.training.core import configure_adamw
 
 BATCH_KEYS = (
@@ -25,7 +26,12 @@ BATCH_KEYS = (
 
 
 class BertPretrainingModule(pl.LightningModule):
-    """Wraps `BertForPreTraining`; logs train losses per step and validation MLM/NSP metrics."""
+    """Wraps `BertForPreTraining`; logs train losses per step and validation LM/NSP metrics.
+
+    The LM head reads the positions the batch names (`masked_lm_positions`): the masked ones
+    (objective "mlm"), or every position for the token after it (objective "ltr", whose
+    model config is causal); its metrics are named by the objective (`lm_metric`).
+    """
 
     def __init__(
         self,
@@ -34,6 +40,7 @@ class BertPretrainingModule(pl.LightningModule):
         warmup_steps: int = 0,
         max_steps: int = 1000,
         next_sentence: bool = True,
+        objective: str = "mlm",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()  # plain values only: checkpoints load with weights_only
@@ -53,7 +60,7 @@ class BertPretrainingModule(pl.LightningModule):
         # "No NSP" (next_sentence=false): every B continues its A, only the MLM loss trains
         loss = out.loss if self.hparams.next_sentence else out.mlm_loss
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)
-        self.log("train/mlm_loss", out.mlm_loss, batch_size=bs)
+        self.log(f"train/{self.hparams.objective}_loss", out.mlm_loss, batch_size=bs)
         if self.hparams.next_sentence:
             self.log("train/nsp_loss", out.nsp_loss, batch_size=bs)
         return loss
@@ -72,15 +79,16 @@ class BertPretrainingModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         mlm_loss = self.val_mlm_loss.compute()
+        objective = self.hparams.objective
         metrics = {
-            "val/mlm_loss": mlm_loss,
+            lm_metric(objective, "loss"): mlm_loss,
             "val/perplexity": torch.exp(mlm_loss.clamp(max=50.0)),
-            "val/mlm_accuracy": self.val_mlm_accuracy.compute(),
+            lm_metric(objective, "accuracy"): self.val_mlm_accuracy.compute(),
         }
         if self.hparams.next_sentence:
             metrics["val/nsp_accuracy"] = self.val_nsp_accuracy.compute()
         self.log_dict(metrics, prog_bar=False)
-        self.log("val_mlm_loss", mlm_loss, prog_bar=True, logger=False)
+        self.log(f"val_{objective}_loss", mlm_loss, prog_bar=True, logger=False)
         for metric in (self.val_mlm_loss, self.val_mlm_accuracy, self.val_nsp_accuracy):
             metric.reset()
 

@@ -77,6 +77,8 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
             f"parameter pretrain_model.model (preset={model.preset!r}, overrides="
             f"{model.overrides}) does not give a valid BertConfig: {err}"
         ) from err
+    if cfg.objective == "ltr":  # the causal mask is part of the architecture, for fine-tuning too
+        config = dataclasses.replace(config, is_decoder=True)
     if config.vocab_size < tokenizer.get_vocab_size():
         where = (
             f"the checkpoint pretrain_model.model.init_from={model.init_from!r} (pair it with its "
@@ -208,6 +210,7 @@ def build_datamodule(
         max_predictions_per_seq=cfg.max_predictions_per_seq,
         pad_to_multiple_of=cfg.pad_to_multiple_of,
         num_workers=cfg.num_workers,
+        next_token=cfg.objective == "ltr",
     )
 
 
@@ -235,6 +238,7 @@ def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretraini
         warmup_steps=cfg.schedule.warmup_steps,
         max_steps=cfg.schedule.max_steps,
         next_sentence=cfg.next_sentence,
+        objective=cfg.objective,
     )
     if cfg.model.init_from:
         init_weights(module.model, cfg.model.init_from)

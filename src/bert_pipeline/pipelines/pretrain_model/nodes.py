@@ -19,7 +19,12 @@ from bert_pipeline.tracking import (
     log_params,
     log_table_input,
 )
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.config import (
+    TrainingConfig,
+    TrainingConfigError,
+    lm_metric,
+    metrics_objective,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -134,27 +139,29 @@ def log_pretrained_model(
         logger.info("no active MLflow run: the pretrained model is not logged to MLflow")
         return {"model_uri": None}
     final = {k: v for k, v in metrics.items() if k.startswith("val/")}
+    objective = metrics_objective(final)
+    accuracy, loss = lm_metric(objective, "accuracy"), lm_metric(objective, "loss")
     logged = log_model(
         checkpoint | {"model_card": card},
         pd.DataFrame({"text_a": list(params["input_example"])}),
         name=PRETRAINED_MODEL,
         metrics=final,
-        key_metric="val/mlm_accuracy",
+        key_metric=accuracy,
         step=int(metrics["global_step"]),  # the final validation's step: no new chart point
         registered_name=params.get("registered_model_name"),
         max_seq_length=int(examples.made_with("max_seq_length")["max_seq_length"]),
     )
     describe_run(
-        f"Pretrained BERT ({metrics['global_step']} steps): validation MLM accuracy "
-        f"{final.get('val/mlm_accuracy', float('nan')):.4f}, MLM loss "
-        f"{final.get('val/mlm_loss', float('nan')):.4f}. Model: {logged['model_uri']}"
+        f"Pretrained BERT ({metrics['global_step']} steps): validation {objective.upper()} "
+        f"accuracy {final.get(accuracy, float('nan')):.4f}, {objective.upper()} loss "
+        f"{final.get(loss, float('nan')):.4f}. Model: {logged['model_uri']}"
     )
     return logged
 
 
 def plot_loss_curve(history: pd.DataFrame):
-    """A matplotlib figure: training and validation MLM loss (left) and validation accuracies
-    (right) against steps."""
+    """A matplotlib figure: training and validation LM loss (left; masked LM, or left-to-right
+    for the LTR objective) and validation accuracies (right) against steps."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,10 +169,12 @@ def plot_loss_curve(history: pd.DataFrame):
 
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
     series = {name: group.sort_values("step") for name, group in history.groupby("metric")}
+    objective = metrics_objective(series)
+    what = objective.upper()
     for name, style in (
-        ("train/loss", dict(color="tab:gray", alpha=0.6, label="train loss (MLM + NSP)")),
-        ("train/mlm_loss", dict(color="tab:blue", label="train MLM loss")),
-        ("val/mlm_loss", dict(color="tab:red", marker="o", label="validation MLM loss")),
+        ("train/loss", dict(color="tab:gray", alpha=0.6, label="train loss (LM + NSP)")),
+        (f"train/{objective}_loss", dict(color="tab:blue", label=f"train {what} loss")),
+        (lm_metric(objective, "loss"), dict(color="tab:red", marker="o", label=f"val {what} loss")),
     ):
         if name in series:
             ax_loss.plot(series[name]["step"], series[name]["value"], **style)
@@ -173,7 +182,8 @@ def plot_loss_curve(history: pd.DataFrame):
     ax_loss.set_ylabel("cross-entropy")
     ax_loss.set_title("Pretraining loss")
     ax_loss.legend()
-    for name, color in (("val/mlm_accuracy", "tab:red"), ("val/nsp_accuracy", "tab:green")):
+    accuracies = ((lm_metric(objective, "accuracy"), "tab:red"), ("val/nsp_accuracy", "tab:green"))
+    for name, color in accuracies:
         if name in series:
             ax_acc.plot(
                 series[name]["step"],

@@ -9,7 +9,8 @@ project checkout.
 Input: a table with `text_a` and optionally `text_b` (sentence pairs; empty for single sentences).
 Output of a fine-tuned classifier: `label` (the label name) and `score` (its softmax probability);
 of a regression task (STS-B): `score`; of the pretrained encoder: `cls_embedding` (the last
-layer's [CLS] vector) and `mean_embedding` (the mean over the tokens), lists of floats.
+layer's [CLS] vector; `last_embedding`, its last token's, for a left-to-right encoder) and
+`mean_embedding` (the mean over the tokens), lists of floats.
 The NER tagger reads `text_a` (words separated by spaces) and answers `tokens` and `tags`; the
 SQuAD reader reads `question` and `context` and answers `answer` and `null_score_diff`; the
 SWAG model reads `context`, `start` and `ending0`..`ending3` and answers `label` (the index of
@@ -159,7 +160,7 @@ class SentenceModel:
     @torch.no_grad()
     def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
         from bert_pipeline.glue.features import GlueFeatures, encode_table
-        from bert_pipeline.model.bert import masked_mean
+        from bert_pipeline.model.bert import last_token, masked_mean
 
         features = GlueFeatures(
             encode_table(self.tokenizer, rows, self.max_seq_length), [0] * len(rows), False
@@ -169,6 +170,11 @@ class SentenceModel:
         if not self.classifier:
             hidden, _ = self.model(*inputs)
             mean = masked_mean(hidden, batch["attention_mask"])
+            if self.model.config.is_decoder:  # [CLS] of a left-to-right encoder saw only itself
+                last = last_token(hidden, batch["attention_mask"])
+                return pd.DataFrame(
+                    {"last_embedding": last.tolist(), "mean_embedding": mean.tolist()}
+                )
             return pd.DataFrame(
                 {"cls_embedding": hidden[:, 0].tolist(), "mean_embedding": mean.tolist()}
             )

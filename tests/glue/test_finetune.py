@@ -142,3 +142,21 @@ def test_a_left_to_right_encoder_fine_tunes_causal_with_its_head(data, head):
     assert saved["is_decoder"] is True
     assert saved.get("head_lstm_size") == head.get("head_lstm_size")
     assert _run(data, checkpoint, config).dev_metrics == result.dev_metrics
+
+
+def test_a_task_from_the_mnli_model_reads_what_mnli_read():
+    from bert_pipeline.glue.config import glue_params
+    from bert_pipeline.params import ConfigError
+
+    params = glue_params(
+        {
+            "tasks": ["mnli", "rte"],
+            "init_from_mnli": ["rte"],
+            "defaults": {"classifier_pooling": "mean"},
+            "hyperparameters": {"mnli": {"head_lstm_size": 8}},
+        }
+    )
+    with pytest.raises(
+        ConfigError, match=r"hyperparameters.rte.head_lstm_size=None but init_from_mnli"
+    ):
+        params.task_configs(["mnli", "rte"])

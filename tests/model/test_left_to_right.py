@@ -3,6 +3,7 @@ and a randomly initialised BiLSTM between an encoder and its task head (`head_ls
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
@@ -67,7 +68,9 @@ def test_a_bidirectional_config_json_is_unchanged():
 
 def test_cls_pooling_on_a_left_to_right_encoder_is_refused():
     checkpoint = model_to_checkpoint(BertModel(CAUSAL))
-    with pytest.raises(CheckpointMismatchError, match=r"'cls' reads \[CLS\].*use 'last'"):
+    with pytest.raises(
+        CheckpointMismatchError, match=r"ltr: classifier_pooling 'cls' reads \[CLS\].*to last"
+    ):
         with_new_head(checkpoint, BertForSequenceClassification, 2, "ltr", 0)
     model = with_new_head(
         checkpoint, BertForSequenceClassification, 2, "ltr", 0, classifier_pooling="last"
@@ -120,3 +123,35 @@ def test_the_bilstm_reads_only_unpadded_tokens():
     padded_other = ids.clone()
     padded_other[0, 8:] = 11  # row 0's padding
     torch.testing.assert_close(model(ids, types, mask)[1], model(padded_other, types, mask)[1])
+
+
+def test_no_weight_decay_on_the_bilstm_biases():
+    from bert_pipeline.training.core import parameter_groups
+
+    model = with_new_head(
+        model_to_checkpoint(BertModel(CAUSAL)),
+        BertForQuestionAnswering,
+        None,
+        "ltr",
+        0,
+        head="qa_outputs",
+        head_lstm_size=4,
+    )
+    decay, no_decay = parameter_groups(model, 0.01)
+    lstm = dict(model.head_lstm.named_parameters())
+    assert {id(p) for n, p in lstm.items() if "bias" in n} <= {id(p) for p in no_decay["params"]}
+    assert {id(p) for n, p in lstm.items() if "weight" in n} <= {id(p) for p in decay["params"]}
+
+
+def test_the_served_left_to_right_encoder_embeds_by_its_last_token(tmp_path):
+    from bert_pipeline.data.tokenizer import tokenizer_from_files
+    from bert_pipeline.serving import SentenceModel
+    from tests.glue.helpers import tiny_checkpoint
+
+    checkpoint = tiny_checkpoint(is_decoder=True)
+    tokenizer = tokenizer_from_files(checkpoint["tokenizer_files"], True, "ltr")
+    model = SentenceModel(checkpoint, "ltr", tokenizer, {"max_seq_length": 32})
+    rows = model.table(pd.DataFrame({"text_a": ["the cat watches the letter.", "a farmer finds."]}))
+    out = model.predict_rows(rows)
+    assert list(out.columns) == ["last_embedding", "mean_embedding"]
+    assert out["last_embedding"][0] != out["last_embedding"][1]

@@ -14,6 +14,8 @@ from bert_pipeline.swag.data import SwagDataError, read_swag, split_by_context
 from tests.swag.helpers import swag_rows, write_swag_csvs, write_swag_jsonl
 
 BUNDLED = Path(__file__).resolve().parents[2] / "data" / "01_raw" / "swag_sample" / "sample.jsonl"
+# the bundled sample's dev set under split_seed 0 (six contexts of two examples each)
+SEED_0_DEV = [f"sample-{k}" for k in (8, 9, 10, 11, 12, 13, 18, 19, 20, 21, 32, 33)]
 
 
 def test_csv_folder_reads_train_val_and_unlabelled_test(tmp_path: Path):
@@ -82,8 +84,8 @@ def test_the_bundled_sample_splits_without_a_dev_context_in_train():
     assert frame["context"].duplicated().any()  # contexts repeat, as in SWAG
     for seed in range(5):
         _assert_no_shared_context(frame, 0.3, seed)
-    a, b = split_by_context(frame, 0.3, 0), split_by_context(frame, 0.3, 0)
-    assert a[1]["id"].tolist() == b[1]["id"].tolist()  # the split is the seed's alone
+    _, dev = split_by_context(frame, 0.3, 0)
+    assert dev["id"].tolist() == SEED_0_DEV  # the split is the seed's alone
 
 
 def test_the_shared_sample_splits_without_a_dev_context_in_train(shared_data: Path):
@@ -100,3 +102,29 @@ def test_a_dev_share_that_takes_everything_is_refused():
     frame = pd.DataFrame({"context": ["same"] * 4, "id": list("abcd")})
     with pytest.raises(SwagDataError, match=r"dev_share=0.5 leaves no train or no dev"):
         split_by_context(frame, 0.5, 0)
+
+
+def test_every_file_but_test_csv_must_be_labelled(tmp_path: Path):
+    folder = write_swag_csvs(tmp_path / "swag")
+    frame = pd.read_csv(folder / "val.csv").drop(columns="label")
+    frame.to_csv(folder / "val.csv", index=False)
+    with pytest.raises(Exception, match=r"val.csv: no label column \(only SWAG's test.csv"):
+        SwagDataset(str(folder)).load()
+
+
+def test_a_blank_line_and_a_json_line_that_is_no_example_are_named(tmp_path: Path):
+    path = tmp_path / "train.csv"
+    pd.DataFrame(swag_rows(4)).to_csv(path, index=False)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines[:3], "", *lines[3:]]) + "\n")
+    with pytest.raises(SwagDataError, match=r"train.csv line 4: empty context"):
+        read_swag(path)
+    jsonl = write_swag_jsonl(tmp_path / "s.jsonl", swag_rows(2))
+    jsonl.write_text(jsonl.read_text() + "[1, 2]\n")
+    with pytest.raises(SwagDataError, match=r"s.jsonl line 3: not an example"):
+        read_swag(jsonl)
+
+
+def test_dev_share_is_a_floor_without_float_error():
+    frame = pd.DataFrame({"context": [f"c{k}" for k in range(100)], "id": range(100)})
+    assert len(split_by_context(frame, 0.07, 0)[1]) == 7  # 0.07 * 100 = 7.000000000000001

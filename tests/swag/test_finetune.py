@@ -106,3 +106,21 @@ def test_same_seed_gives_the_trainer_run(tmp_path, monkeypatch):
     assert len(ours) == len(hf) == 10
     torch.testing.assert_close(torch.tensor(ours), torch.tensor(hf), rtol=1e-5, atol=1e-6)
     assert len(set(ours)) > 1
+
+
+def test_a_left_to_right_encoder_scores_choices_by_their_last_token(tmp_path):
+    train, dev = _table(tmp_path, 8, 1), _table(tmp_path, 4, 2)
+    checkpoint = tiny_checkpoint(_texts(train) + _texts(dev), is_decoder=True)
+    config = SwagConfig(
+        learning_rates=[LR],
+        seeds=[SEED],
+        epochs=1,
+        batch_size=BATCH,
+        max_seq_length=MAX_LEN,
+        classifier_pooling="last",
+        progress_bar=False,
+    )
+    result = ft.finetune_swag(train, dev, dev.head(0), checkpoint, config)
+    saved = result.checkpoint["config"]
+    assert saved["is_decoder"] is True and saved["classifier_pooling"] == "last"
+    assert len(result.dev_probabilities) == 4

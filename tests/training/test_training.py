@@ -545,3 +545,25 @@ def test_left_to_right_needs_examples_without_next_sentence_pairs(
     ):
         pretrain_bert(tiny_shards, tiny_tokenizer, tiny_params(tmp_path, objective="ltr"))
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_left_to_right_settings_that_would_be_ignored_are_refused(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    with pytest.raises(
+        TrainingConfigError, match=r"masking='dynamic' cannot be dynamic with objective ltr"
+    ):
+        tiny_config(tmp_path, objective="ltr", masking="dynamic")
+    with pytest.raises(TrainingConfigError, match=r"makes a left-to-right model .*objective='mlm'"):
+        run_training(
+            tiny_examples,
+            tiny_tokenizer,
+            tiny_config(tmp_path, model_overrides={"is_decoder": True}),
+        )
+    with pytest.raises(TrainingConfigError, match=r"sets head_lstm_size, a fine-tuning head"):
+        run_training(
+            tiny_examples,
+            tiny_tokenizer,
+            tiny_config(tmp_path, model_overrides={"head_lstm_size": 4}),
+        )
+    assert not (tmp_path / "ckpt").exists()

@@ -7,9 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bert_pipeline.model.config import CLASSIFIER_POOLINGS
 from bert_pipeline.params import parse_params, require
-from bert_pipeline.training.config import FinetuneConfig
+from bert_pipeline.training.config import FinetuneConfig, check_classifier_pooling
 
 
 @dataclass
@@ -34,13 +33,7 @@ class GlueConfig(FinetuneConfig):
             "must be in [0, 1): 0 chooses on dev, a share of train chooses on that share",
             self.selection_holdout,
         )
-        require(
-            self.classifier_pooling in CLASSIFIER_POOLINGS,
-            root,
-            "classifier_pooling",
-            f"must be one of {list(CLASSIFIER_POOLINGS)}",
-            self.classifier_pooling,
-        )
+        check_classifier_pooling(self.classifier_pooling, root)
 
 
 @dataclass
@@ -71,19 +64,21 @@ class GlueParams:
 
     def task_configs(self, tasks: list[str], root: str = "finetune_glue") -> dict[str, GlueConfig]:
         """Every task's config; a task that starts from the MNLI model (`init_from_mnli`) must
-        read what MNLI's classifier read (a mean-pooled one has no pooler)."""
+        read what MNLI's classifier read (a mean-pooled one, or one with a BiLSTM, has no
+        pooler)."""
         configs = {task: self.task_config(task, root) for task in tasks}
         for task in self.init_from_mnli:
             if task in configs and "mnli" in configs:
-                ours, mnli = configs[task].classifier_pooling, configs["mnli"].classifier_pooling
-                require(
-                    ours == mnli,
-                    f"{root}.hyperparameters.{task}",
-                    "classifier_pooling",
-                    f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
-                    f"classifier_pooling={mnli!r}: use one pooling for both",
-                    ours,
-                )
+                for name in ("classifier_pooling", "head_lstm_size"):
+                    ours, mnli = getattr(configs[task], name), getattr(configs["mnli"], name)
+                    require(
+                        ours == mnli,
+                        f"{root}.hyperparameters.{task}",
+                        name,
+                        f"but init_from_mnli starts {task} from the MNLI model fine-tuned with "
+                        f"{name}={mnli!r}: use the same for both",
+                        ours,
+                    )
         return configs
 
 

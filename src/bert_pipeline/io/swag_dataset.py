@@ -39,7 +39,11 @@ class SwagDataset(AbstractDataset[None, dict[str, pd.DataFrame]]):
         missing = [f for s, f in SPLIT_FILES.items() if s != "test" and not self._file(s).is_file()]
         if missing:
             raise SwagDataError(f"SWAG folder {self._path} has no {', '.join(missing)}")
-        return {s: read_swag(self._file(s)) for s in SPLIT_FILES if self._file(s).is_file()}
+        return {
+            split: read_swag(self._file(split), labels=split != "test")
+            for split in SPLIT_FILES
+            if self._file(split).is_file()
+        }
 
     def _file(self, split: str) -> Path:
         return self._path / SPLIT_FILES[split]

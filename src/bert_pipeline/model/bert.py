@@ -200,19 +200,19 @@ class BertPreTrainedModel(nn.Module):
 
 
 def extended_attention_mask(
-    attention_mask: Tensor | None, causal: bool = False, length: int = 0
+    attention_mask: Tensor | None, causal: bool = False, input_ids: Tensor | None = None
 ) -> Tensor | None:
     """[B, T] 1/0 padding mask -> boolean [B, 1, 1, T] keys mask for SDPA (None if no padding);
-    `causal` (a left-to-right encoder of `length` positions) also hides the later positions:
-    [B or 1, 1, T, T]."""
+    `causal` (a left-to-right encoder reading `input_ids`) also hides the later positions:
+    [B or 1, 1, T, T] on the inputs' device."""
     keys = None
     if attention_mask is not None and not bool(attention_mask.all()):
         keys = attention_mask.bool()[:, None, None, :]
     if not causal:
         return keys
-    device = None if attention_mask is None else attention_mask.device
-    earlier = torch.ones(length, length, dtype=torch.bool, device=device).tril()[None, None]
-    return earlier if keys is None else earlier & keys
+    length = input_ids.shape[1]
+    earlier = torch.ones(length, length, dtype=torch.bool, device=input_ids.device).tril()
+    return earlier[None, None] if keys is None else earlier[None, None] & keys
 
 
 class BertModel(BertPreTrainedModel):
@@ -241,7 +241,7 @@ class BertModel(BertPreTrainedModel):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
         causal = self.config.is_decoder
-        mask = extended_attention_mask(attention_mask, causal, input_ids.shape[1])
+        mask = extended_attention_mask(attention_mask, causal, input_ids)
         x = self.embeddings(input_ids, token_type_ids)
         if causal and output_rows is not None:  # the mask's query rows are every position
             x = self.encoder(x, mask)
@@ -262,7 +262,7 @@ def hidden_states(
     if token_type_ids is None:
         token_type_ids = torch.zeros_like(input_ids)
     x = model.embeddings(input_ids, token_type_ids)
-    mask = extended_attention_mask(attention_mask, model.config.is_decoder, input_ids.shape[1])
+    mask = extended_attention_mask(attention_mask, model.config.is_decoder, input_ids)
     states = [x]
     for block in model.encoder.layer:
         x = block(x, mask)
@@ -439,8 +439,8 @@ class BertClassifierBase(BertPreTrainedModel):
         if pooler and config.is_decoder:
             raise ValueError(
                 "classifier_pooling 'cls' reads [CLS], which a left-to-right encoder "
-                "(is_decoder) lets see only itself: use 'last' (GPT's reading), 'mean', or a "
-                "BiLSTM head (head_lstm_size)"
+                "(is_decoder) lets see only itself: set the task's classifier_pooling parameter "
+                "to last (GPT's reading) or mean, or give it a BiLSTM head (head_lstm_size)"
             )
         self.bert = BertModel(config, add_pooling_layer=pooler)
         self.head_lstm = HeadLSTM(config) if lstm else None

@@ -102,7 +102,7 @@ def pretrained_card(
     held_out = metrics.get("num_val_examples")
     result = f"- {what} accuracy {accuracy:.4f}, loss {loss:.3f} ({held_out} examples)"
     lines = [
-        *front_matter("fill-mask", ["accuracy"]),
+        *front_matter("feature-extraction" if ltr else "fill-mask", ["accuracy"]),
         "# BERT pretrained with bert_pipeline",
         "",
         (

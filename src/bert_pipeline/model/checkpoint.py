@@ -448,7 +448,10 @@ def with_new_head(
         labels = {} if num_labels is None else {"num_labels": num_labels}
         model = model_from_checkpoint(stripped, model_cls, source=source, **labels, **overrides)
     except ValueError as exc:
-        raise CheckpointMismatchError(str(exc)) from exc
+        message = str(exc)
+        raise CheckpointMismatchError(
+            message if message.startswith(source) else f"{source}: {message}"
+        ) from exc
     if seed is not None:
         generator = torch.Generator().manual_seed(seed)
         std = config.get("initializer_range", 0.02)

@@ -8,15 +8,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_pipeline.params import parse_params, require
-from bert_pipeline.training.config import FinetuneConfig
+from bert_pipeline.training.config import FinetuneConfig, check_classifier_pooling
 
 
 @dataclass
 class SwagConfig(FinetuneConfig):
-    """The shared hyperparameters with the paper's SWAG recipe: 3 epochs, lr 2e-5, batch 16."""
+    """The shared hyperparameters with the paper's SWAG recipe: 3 epochs, lr 2e-5, batch 16;
+    what scores a choice reads, as GLUE's classifier (`classifier_pooling`)."""
 
     batch_size: int = 16
     epochs: int = 3
+    classifier_pooling: str = "cls"
+
+    def check(self, root: str) -> None:
+        super().check(root)
+        check_classifier_pooling(self.classifier_pooling, root)
 
 
 @dataclass

@@ -34,6 +34,8 @@ def _text(value) -> str:
 
 def _row(record: dict, where: str, labelled: bool) -> dict:
     """One checked table row from a file's record."""
+    if not isinstance(record, dict):
+        raise SwagDataError(f"{where}: not an example (a JSON object of sent1, sent2, ending0-3)")
     if not _text(record.get("sent1")).strip():
         raise SwagDataError(f"{where}: empty context (sent1)")
     row = {"context": _text(record["sent1"]), "start": _text(record.get("sent2"))}
@@ -55,20 +57,24 @@ def _row(record: dict, where: str, labelled: bool) -> dict:
     return row
 
 
-def read_swag(path: str | Path) -> pd.DataFrame:
-    """The example table of one SWAG file: `.csv` (SWAG's own; a file without a `label`
-    column, as `test.csv`, is unlabelled) or `.json`/`.jsonl` (one example per line)."""
+def read_swag(path: str | Path, labels: bool = True) -> pd.DataFrame:
+    """The example table of one SWAG file: `.csv` (SWAG's own) or `.json`/`.jsonl` (one
+    example per line). With `labels=False` (SWAG's `test.csv`) a file may have no `label`
+    column; every other file must label every example."""
     path = Path(path)
     if not path.is_file():
         raise SwagDataError(f"SWAG file {path} does not exist")
     if path.suffix == ".csv":
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        # blank lines kept as rows, so that a row's number is its line's (SWAG's texts hold
+        # no line breaks); a blank row is then an example without a context
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
         missing = {"sent1", "sent2", *ENDINGS} - set(frame.columns)
         if missing:
             raise SwagDataError(f"{path}: no column(s) {sorted(missing)} (not a SWAG CSV)")
         labelled = "label" in frame.columns
-        # line 1 is the header; SWAG's texts hold no line breaks
-        records = [(i + 2, r) for i, r in enumerate(frame.to_dict("records"))]
+        if labels and not labelled:
+            raise SwagDataError(f"{path}: no label column (only SWAG's test.csv may lack one)")
+        records = [(i + 2, r) for i, r in enumerate(frame.to_dict("records"))]  # 1: header
     elif path.suffix in (".json", ".jsonl"):
         records = []
         for number, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
@@ -93,12 +99,13 @@ def split_by_context(
     frame: pd.DataFrame, dev_share: float, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train, dev) of one labelled file: whole contexts go to dev, drawn with `seed`, until it
-    holds `dev_share` of the examples, so no context of dev is seen in training (SWAG's own
-    files repeat a context across examples)."""
+    holds at least `dev_share` of the examples (the last context may take it over), so no
+    context of dev is seen in training (SWAG's own files repeat a context across examples)."""
     contexts = np.array(sorted(frame["context"].unique()))
     order = np.random.default_rng(seed).permutation(len(contexts))
     sizes = frame["context"].value_counts()
-    want, taken, dev_contexts = math.ceil(dev_share * len(frame)), 0, set()
+    # at least dev_share of the examples (rounded first: 0.07 * 100 is 7.000000000000001)
+    want, taken, dev_contexts = math.ceil(round(dev_share * len(frame), 9)), 0, set()
     for k in order:
         if taken >= want:
             break

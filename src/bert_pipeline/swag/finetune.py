@@ -99,6 +99,7 @@ def finetune_swag(
             None,
             source,
             trial.seed,
+            classifier_pooling=config.classifier_pooling,
             head_lstm_size=config.head_lstm_size,
         )
         data = FinetuneDataModule(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_pipeline.data.masking import EXAMPLE_MASKING
-from bert_pipeline.model.config import PRESETS, BertConfig
+from bert_pipeline.model.config import CLASSIFIER_POOLINGS, PRESETS, BertConfig
 from bert_pipeline.params import ConfigError, parse_params, require
 
 # "auto": bf16-mixed where the device has bf16 units, else 32 (16-mixed on such a GPU)
@@ -229,6 +229,14 @@ class TrainingConfig(DeviceParams):
             self.objective,
         )
         require(
+            self.objective == "mlm" or self.masking != "dynamic",
+            root,
+            "masking",
+            "cannot be dynamic with objective ltr: a left-to-right LM reads the unmasked text "
+            "(static masks are undone); leave it auto",
+            self.masking,
+        )
+        require(
             self.compile in (True, False, "auto"),
             root,
             "compile",
@@ -331,6 +339,17 @@ class FinetuneConfig(DeviceParams):
             "must be >= 1 or null",
             self.head_lstm_size,
         )
+
+
+def check_classifier_pooling(value: str, root: str) -> None:
+    """A sequence head's `classifier_pooling` (GLUE's classifier, SWAG's choice scorer)."""
+    require(
+        value in CLASSIFIER_POOLINGS,
+        root,
+        "classifier_pooling",
+        f"must be one of {list(CLASSIFIER_POOLINGS)}",
+        value,
+    )
 
 
 @dataclass

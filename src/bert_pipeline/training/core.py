@@ -54,7 +54,8 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     for name, param in model.named_parameters():  # shared (tied) weights appear once
         if not param.requires_grad:
             continue
-        if name.endswith("bias") or id(param) in no_decay_ids:
+        # Linear's `bias`, an LSTM's `bias_ih_l0` / `bias_hh_l0`
+        if name.rpartition(".")[2].startswith("bias") or id(param) in no_decay_ids:
             no_decay.append(param)
         else:
             decay.append(param)

@@ -77,6 +77,21 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
             f"parameter pretrain_model.model (preset={model.preset!r}, overrides="
             f"{model.overrides}) does not give a valid BertConfig: {err}"
         ) from err
+    where = (
+        f"pretrain_model.model.init_from={model.init_from!r}"
+        if model.init_from
+        else "pretrain_model.model.overrides"
+    )
+    if config.is_decoder and cfg.objective != "ltr":
+        raise TrainingConfigError(
+            f"{where} makes a left-to-right model (is_decoder) but pretrain_model.objective="
+            f"{cfg.objective!r}: train it with objective ltr"
+        )
+    if config.head_lstm_size is not None:
+        raise TrainingConfigError(
+            f"{where} sets head_lstm_size, a fine-tuning head (the task's head_lstm_size "
+            "parameter), not part of a pretrained model"
+        )
     if cfg.objective == "ltr":  # the causal mask is part of the architecture, for fine-tuning too
         config = dataclasses.replace(config, is_decoder=True)
     if config.vocab_size < tokenizer.get_vocab_size():

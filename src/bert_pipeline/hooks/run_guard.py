@@ -134,12 +134,13 @@ def check_glue_tasks(pipeline, params: dict[str, Any], env: str | None) -> None:
 
 def check_models(inputs: set[str], catalog) -> None:
     """The models the run reads without making them exist and their weights are readable."""
-    from bert_pipeline.model.checkpoint import check_weights
-
     recover_data_set(inputs, catalog)
     for name, hint in MODEL_INPUTS.items():
         if name not in inputs:
             continue
+        # torch, only for a run that reads a model: a data run never imports it
+        from bert_pipeline.model.checkpoint import check_weights
+
         path = dataset_path(catalog, name)
         if not catalog.exists(name):
             raise FileNotFoundError(f"{name} ({path}) does not exist; {hint}")

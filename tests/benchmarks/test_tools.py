@@ -176,3 +176,57 @@ def test_data_scale(project_root, shared_data, minilm, tmp_path):
         timeout=900,
     )  # fmt: skip
     assert "| pretrain_model (50 steps) on the examples of |" in out.read_text()
+
+
+def _glue_record(folder: Path, task: str, score: float) -> None:
+    path = folder / "08_reporting" / "glue" / task / "dev_metrics.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"task": task, "score": score}))
+
+
+def test_ablation_report_keeps_the_best_mean_learning_rate(project_root, tmp_path):
+    """Table 5's cell: the learning rate with the best mean over seeds, its mean and sd."""
+    work = tmp_path / "work"
+    scores = {("1e-4", 1): 0.70, ("1e-4", 2): 0.74, ("1e-3", 1): 0.80, ("1e-3", 2): 0.60}
+    for (lr, seed), score in scores.items():
+        _glue_record(work / "finetune" / "ltr" / "mrpc" / f"lr{lr}_seed{seed}", "mrpc", score)
+    for step, score in ((100, 0.5), (200, 0.6)):
+        _glue_record(work / "curve_finetune" / "ltr" / f"step-{step}", "mrpc", score)
+    out = tmp_path / "ablation.md"
+    run_tool(project_root, "ablation.py", "report", "--work", str(work), "--out", str(out))
+    report = out.read_text()
+    assert "| LTR & No NSP | 72.0 +- 2.8 (lr 1e-4, n=2) |" in report
+    assert "| LTR & No NSP | 200 | 60.0 |" in report and out.with_suffix(".png").is_file()
+
+
+@pytest.mark.slow
+def test_ablation_runs_through_the_pipelines(project_root, shared_data, tmp_path):
+    """Tiny pretraining of two rows with kept checkpoints, one fine-tuning trial per row and
+    task, the curve and the report: several minutes of `kedro run`s, so slow."""
+    tiny = [
+        "corpus.max_documents=40", "pretrain_data.tokenizer.vocab_size=800",
+        "pretrain_data.examples.dupe_factor=1", "pretrain_data.examples.max_seq_length=64",
+        "pretrain_model.model.overrides.hidden_size=32",
+        "pretrain_model.model.overrides.intermediate_size=64",
+        "pretrain_model.schedule.warmup_steps=2", "pretrain_model.schedule.max_steps=6",
+        "pretrain_model.batch_size=8", "pretrain_model.checkpoint_every_n_steps=3",
+        "pretrain_model.val_every_n_steps=3", "pretrain_model.progress_bar=false",
+        "finetune_glue.data.max_train_examples=16", "finetune_glue.data.max_eval_examples=16",
+        "finetune_glue.defaults.epochs=1", "finetune_glue.defaults.max_seq_length=32",
+    ]  # fmt: skip
+    common = ["--work", str(tmp_path / "work"), "--env", "base"]
+    for item in tiny:
+        common += ["--set", item]
+    run_tool(project_root, "ablation.py", "pretrain", "--rows", "bert", "ltr", *common, timeout=900)
+    trial = ["--tasks", "mrpc", "--lrs", "1e-3", "--seeds", "1"]
+    rows = ["--rows", "bert", "ltr", "ltr_bilstm"]
+    run_tool(project_root, "ablation.py", "finetune", *rows, *trial, *common, timeout=900)
+    run_tool(project_root, "ablation.py", "curve", "--rows", "ltr", *trial[2:], *common)
+    out = tmp_path / "ablation.md"
+    run_tool(
+        project_root, "ablation.py", "report", "--work", str(tmp_path / "work"), "--out", str(out)
+    )
+    report = out.read_text()
+    for label in ("BERT (MLM + NSP)", "LTR & No NSP", "+ BiLSTM"):
+        assert f"| {label} | " in report
+    assert "| LTR & No NSP | 6 |" in report  # the curve's last kept checkpoint

@@ -567,3 +567,11 @@ def test_left_to_right_settings_that_would_be_ignored_are_refused(
             tiny_config(tmp_path, model_overrides={"head_lstm_size": 4}),
         )
     assert not (tmp_path / "ckpt").exists()
+
+
+def test_kept_checkpoints_are_every_checkpoint_of_the_run(tmp_path, tiny_tokenizer, tiny_examples):
+    run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path, keep_checkpoints=True))
+    kept = sorted(p.name for p in (tmp_path / "ckpt").glob("step-*.ckpt"))
+    assert kept == ["step-3.ckpt", "step-6.ckpt"]
+    run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path / "one"))
+    assert [p.name for p in (tmp_path / "one" / "ckpt").glob("step-*.ckpt")] == ["step-6.ckpt"]

@@ -159,6 +159,9 @@ class TrainingConfig(DeviceParams):
     val_every_n_steps: int = 50
     log_every_n_steps: int = 10
     checkpoint_every_n_steps: int = 100
+    # keep every checkpoint, not only the latest: a learning curve of fine-tuning results over
+    # pretraining steps (the paper's Figure 5) exports them (benchmarks/ablation.py)
+    keep_checkpoints: bool = False
     checkpoint_dir: str = "data/06_models/pretrain_checkpoints"
     resume: Any = False  # false, true or a .ckpt path
 

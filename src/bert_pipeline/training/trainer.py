@@ -270,7 +270,7 @@ def build_pretraining_trainer(
         dirpath=cfg.checkpoint_dir,
         filename="step-{step}",
         every_n_train_steps=cfg.checkpoint_every_n_steps,
-        save_top_k=1,
+        save_top_k=-1 if cfg.keep_checkpoints else 1,
         save_last="link",
         auto_insert_metric_name=False,
     )

@@ -31,10 +31,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, SHARED_DATA, command_line, cpu_name
+from common import ROOT, SHARED_DATA, command_line, cpu_name, kedro_run_command
 
 OUT = Path(__file__).with_suffix(".md")
-KEDRO = str(Path(sys.executable).parent / "kedro")
 NO_NSP = {"pretrain_data.examples.next_sentence": "false"}
 # row -> (the row whose pretrained model it fine-tunes, pretraining parameters, head parameters)
 ROWS = {
@@ -65,8 +64,7 @@ def kedro_run(
     """One `kedro run` from the checkout's root; its output to `log`, a failure names it."""
     settings = dict(item.split("=", 1) for item in args.set)
     params = {**params, **settings}
-    command = [KEDRO, "run", "--env", args.env, "--pipeline", pipeline, *extra, "--params"]
-    command.append(",".join(f"{k}={v}" for k, v in params.items()))
+    command = kedro_run_command(pipeline, params, "--env", args.env, *extra)
     log.parent.mkdir(parents=True, exist_ok=True)
     print(shlex.join(command), flush=True)
     with log.open("w") as out:

@@ -15,14 +15,12 @@ import datetime
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, command_line, cpu_name, write_report
+from common import KEDRO, ROOT, command_line, cpu_name, write_report
 
-KEDRO = str(Path(sys.executable).parent / "kedro")
 REFUSED_MESSAGE = "pretrain_model.optimizer.lr=-1.0 must be > 0"
 
 

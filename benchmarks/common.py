@@ -56,6 +56,15 @@ def write_report(lines: list[str], note: str, output: Path) -> None:
     print(text, end="")
 
 
+KEDRO = str(Path(sys.executable).parent / "kedro")  # this environment's kedro command
+
+
+def kedro_run_command(pipeline: str, params: dict, *options: str) -> list[str]:
+    """`kedro run --pipeline <pipeline> [options] --params k=v,...`, as a user types it."""
+    pairs = ",".join(f"{k}={v}" for k, v in params.items())
+    return [KEDRO, "run", "--pipeline", pipeline, *options, "--params", pairs]
+
+
 # data_scale.md ends with data_stages.py's table: each tool rewrites only its own part
 DATA_STAGES_HEADING = "## Per stage, one process (benchmarks/data_stages.py)"
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import psutil
-from common import ROOT, SHARED_DATA, split_at_stages, text_size
+from common import ROOT, SHARED_DATA, kedro_run_command, split_at_stages, text_size
 
 WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 MB = 1_000_000
@@ -82,8 +82,7 @@ class PeakRSS:
 
 
 def kedro_run(pipeline: str, params: dict[str, str], env: dict[str, str], log: Path) -> dict:
-    cmd = [str(Path(sys.executable).parent / "kedro"), "run", "--pipeline", pipeline, "--params"]
-    cmd.append(",".join(f"{k}={v}" for k, v in params.items()))
+    cmd = kedro_run_command(pipeline, params)
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

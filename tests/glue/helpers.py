@@ -178,6 +178,21 @@ def tiny_checkpoint(texts: list[str] | None = None, **overrides) -> dict:
     return model_to_checkpoint(BertForPreTraining(config), files)
 
 
+def record_training_losses(monkeypatch, module_cls) -> list[float]:
+    """The list every training step of `module_cls` (a FinetuneModule) appends its loss to:
+    our side of the per-step comparison with `trainer_losses`."""
+    losses: list[float] = []
+    original = module_cls.training_step
+
+    def recording(self, batch, batch_idx):
+        loss = original(self, batch, batch_idx)
+        losses.append(loss.item())
+        return loss
+
+    monkeypatch.setattr(module_cls, "training_step", recording)
+    return losses
+
+
 def trainer_losses(model, train_set, dev_set, *, seed: int, epochs: int, batch: int, lr: float):
     """Per-step training losses of transformers' Trainer with the shared recipe's settings
     (linear decay after 10% warmup, AdamW eps 1e-6, clip 1.0, a dev pass per epoch), the

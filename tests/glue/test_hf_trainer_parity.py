@@ -16,7 +16,12 @@ from bert_pipeline.glue.features import GlueFeatures, encode_table
 from bert_pipeline.glue.module import GlueModule
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.model.checkpoint import write_checkpoint
-from tests.glue.helpers import examples, tiny_checkpoint, trainer_losses
+from tests.glue.helpers import (
+    examples,
+    record_training_losses,
+    tiny_checkpoint,
+    trainer_losses,
+)
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
@@ -29,15 +34,7 @@ def _features(tokenizer, frame: pd.DataFrame, regression: bool) -> GlueFeatures:
 
 
 def _ours(task, train, dev, checkpoint, monkeypatch) -> list[float]:
-    losses = []
-    original = GlueModule.training_step
-
-    def recording(self, batch, batch_idx):
-        loss = original(self, batch, batch_idx)
-        losses.append(loss.item())
-        return loss
-
-    monkeypatch.setattr(GlueModule, "training_step", recording)
+    losses = record_training_losses(monkeypatch, GlueModule)
     config = ft.GlueConfig(
         learning_rates=[LR],
         seeds=[SEED],

@@ -18,7 +18,7 @@ from bert_pipeline.swag import finetune as ft
 from bert_pipeline.swag.config import SwagConfig
 from bert_pipeline.swag.data import read_swag
 from bert_pipeline.swag.features import SwagFeatures, encode_choices
-from tests.glue.helpers import tiny_checkpoint, trainer_losses
+from tests.glue.helpers import record_training_losses, tiny_checkpoint, trainer_losses
 from tests.swag.helpers import swag_rows, write_swag_jsonl
 
 transformers = pytest.importorskip("transformers")
@@ -62,15 +62,7 @@ def test_a_pair_is_the_context_then_the_start_and_ending(tmp_path):
 
 
 def _ours(train, dev, checkpoint, monkeypatch) -> list[float]:
-    losses = []
-    original = ft.SwagModule.training_step
-
-    def recording(self, batch, batch_idx):
-        loss = original(self, batch, batch_idx)
-        losses.append(loss.item())
-        return loss
-
-    monkeypatch.setattr(ft.SwagModule, "training_step", recording)
+    losses = record_training_losses(monkeypatch, ft.SwagModule)
     config = SwagConfig(
         learning_rates=[LR],
         seeds=[SEED],

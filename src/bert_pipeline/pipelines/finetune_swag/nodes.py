@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from bert_pipeline.swag.config import swag_params
-from bert_pipeline.swag.data import COLUMNS, split_by_context
+from bert_pipeline.swag.data import COLUMNS, ENDINGS, split_by_context
 from bert_pipeline.tracking import task_run
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def finetune_swag_model(
         record = {**result.record, "mlflow_run_id": run.run_id}
         accuracy = record["dev_metrics"]["accuracy"]
         logger.info("SWAG best %s: dev accuracy %.4f", record["best"], accuracy)
-        example = train[["context", "start", "ending0", "ending1", "ending2", "ending3"]].head(2)
+        example = train[["context", "start", *ENDINGS]].head(2)
         logged = run.log_model(
             result.checkpoint,
             example,

@@ -230,3 +230,33 @@ def test_ablation_runs_through_the_pipelines(project_root, shared_data, tmp_path
     for label in ("BERT (MLM + NSP)", "LTR & No NSP", "+ BiLSTM"):
         assert f"| {label} | " in report
     assert "| LTR & No NSP | 6 |" in report  # the curve's last kept checkpoint
+
+
+@pytest.mark.slow
+def test_cuda_check_on_the_cpu(project_root, mlflow_uri, tmp_path):
+    """Every check of the GPU script on the CPU (`--accelerator cpu`), from example shards the
+    pipeline makes: a kill mid-run and resume, LTR, fine-tuning with the BiLSTM; a minute or
+    two of training, so slow."""
+    made = {}
+    for name, extra in (("mlm", ""), ("ltr", ",pretrain_data.examples.next_sentence=false")):
+        data_dir = tmp_path / name
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "kedro"), "run", "--pipeline", "pretrain_data",
+             "--params", f"data_dir={data_dir}{extra}"],
+            cwd=project_root, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        made[name] = data_dir
+    record = tmp_path / "record.json"
+    run_tool(
+        project_root, "cuda_check.py", "--accelerator", "cpu", "--steps", "30",
+        "--batch-size", "8", "--throughput", "tiny",
+        "--examples", str(made["mlm"] / "05_model_input" / "pretraining_examples"),
+        "--ltr-examples", str(made["ltr"] / "05_model_input" / "pretraining_examples"),
+        "--tokenizer", str(made["mlm"] / "06_models" / "tokenizer"),
+        "--work", str(tmp_path / "work"), "--output", str(record), timeout=900,
+    )  # fmt: skip
+    checks = json.loads(record.read_text())["checks"]
+    assert all(c["ok"] for c in checks.values()) and len(checks) == 12
+    assert checks["kill_and_resume"]["bit_identical"]
+    assert checks["lstm_autocast"]["dtype_under_autocast"] == "torch.float32"

@@ -3,6 +3,8 @@ and a randomly initialised BiLSTM between an encoder and its task head (`head_ls
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -123,6 +125,22 @@ def test_the_bilstm_reads_only_unpadded_tokens():
     padded_other = ids.clone()
     padded_other[0, 8:] = 11  # row 0's padding
     torch.testing.assert_close(model(ids, types, mask)[1], model(padded_other, types, mask)[1])
+
+
+def test_the_bilstm_runs_in_float32_under_autocast():
+    """torch's autocast would run a cuDNN LSTM in float16 even under bf16-mixed (no loss scaling
+    there): the head runs it in float32 on every device, whatever dtype its input has."""
+    from bert_pipeline.model.bert import HeadLSTM
+
+    head = HeadLSTM(dataclasses.replace(CAUSAL, head_lstm_size=4))
+    x = torch.randn(3, 12, CAUSAL.hidden_size)
+    mask = (torch.arange(12) < torch.tensor([[12], [7], [1]])).long()
+    expected = head(x, mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = head(x.bfloat16(), mask)
+    for out, want in zip(got, expected, strict=True):
+        assert out.dtype == torch.float32
+        torch.testing.assert_close(out, want, atol=0.02, rtol=0.02)  # bf16 input rounding only
 
 
 def test_no_weight_decay_on_the_bilstm_biases():

@@ -411,8 +411,13 @@ class HeadLSTM(nn.Module):
         lengths = torch.full((x.shape[0],), x.shape[1])
         if attention_mask is not None:
             lengths = attention_mask.sum(1).clamp(min=1).cpu()
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, (final, _) = self.lstm(packed)
+        # float32 whatever the autocast: torch's autocast runs a cuDNN LSTM in float16 even under
+        # bf16-mixed, which has no loss scaling to keep float16 gradients from underflowing
+        with torch.autocast(x.device.type, enabled=False):
+            packed = pack_padded_sequence(
+                x.float(), lengths, batch_first=True, enforce_sorted=False
+            )
+            out, (final, _) = self.lstm(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.shape[1])
         return out, torch.cat([final[0], final[1]], dim=-1)
 

@@ -20,7 +20,6 @@ from lightning.pytorch.callbacks import ModelCheckpoint, Timer
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
-from bert_pipeline import tracking
 from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
@@ -220,5 +219,7 @@ def mlflow_logger(
     Training reaches MLflow only through this logger; the rest is `bert_pipeline.tracking`'s."""
     if not run_id:
         return []
+    from bert_pipeline import tracking  # only a tracked run needs mlflow
+
     uri = tracking_uri or tracking.tracking_uri()
     return [PipelineMLFlowLogger(run_id=run_id, tracking_uri=uri, prefix=prefix)]

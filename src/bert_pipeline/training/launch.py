@@ -30,7 +30,6 @@ from typing import Any
 import pandas as pd
 from tokenizers import Tokenizer
 
-from bert_pipeline import tracking
 from bert_pipeline.data.shards import ExampleShards, load_example_shards
 from bert_pipeline.data.tokenizer import load_tokenizer, save_tokenizer
 from bert_pipeline.fsutil import atomic_file
@@ -153,10 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = TrainingConfig.for_examples(params, shards, where=args.examples)
     shards.check_tokenizer(tokenizer, where=args.examples)
 
-    run_id, owns_run = args.mlflow_run_id, False
+    run_id, close_run = args.mlflow_run_id, None
     if not run_id and args.mlflow_experiment and _global_rank() == 0:
+        from bert_pipeline import tracking  # mlflow only for a tracked run: a GPU node may lack it
+
         uri, params = args.mlflow_tracking_uri, flat_params(cfg)
-        run_id, owns_run = tracking.open_run(args.mlflow_experiment, uri, params), True
+        run_id = tracking.open_run(args.mlflow_experiment, uri, params)
+        close_run = tracking.close_run
 
     status = "FAILED"
     try:
@@ -172,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         leave_together()
         status = "FINISHED"
     finally:
-        if owns_run:
-            tracking.close_run(run_id, status)
+        if close_run:
+            close_run(run_id, status)
     return 0
 
 

@@ -137,3 +137,19 @@ def test_launcher_takes_the_world_from_torchruns_environment(monkeypatch):
         torchrun_world(file, ["num_nodes=1"])
     monkeypatch.delenv("LOCAL_WORLD_SIZE")  # not under torchrun: the parameters as they are
     assert torchrun_world(file, []) == file
+
+
+def test_the_training_entry_point_imports_without_mlflow():
+    """A GPU node may have torch and lightning but no MLflow: the launcher and the fine-tuning
+    cores need it only for a tracked run (benchmarks/cuda_check.py runs them so)."""
+    script = (
+        "import sys\n"
+        "sys.modules['mlflow'] = None  # any import of it fails\n"
+        "import bert_pipeline.training.launch, bert_pipeline.glue.finetune\n"
+        "import bert_pipeline.swag.finetune\n"
+        "print('imported')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr[-2000:]

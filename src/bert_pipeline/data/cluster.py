@@ -10,7 +10,9 @@ it; the stages themselves only build Dask collections.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +37,10 @@ class DaskParams:
     connect_timeout: str = "10s"
     dashboard: bool = False
     allowed_failures: int = 0  # retries of a task whose worker died
+    # how LocalCluster starts its workers: fork (a copy of this process, ~0.1 s) or spawn (a
+    # fresh interpreter importing pandas, dask and the stages, ~1.7 s a run); auto: fork on
+    # Linux, spawn elsewhere (macOS's system libraries are not fork-safe)
+    start_method: str = "auto"
 
     def check(self, root: str) -> None:
         require(
@@ -58,6 +64,14 @@ class DaskParams:
             "must be >= 1",
             self.threads_per_worker,
         )
+        methods = ("auto", *multiprocessing.get_all_start_methods())
+        require(
+            self.start_method in methods,
+            root,
+            "start_method",
+            f"must be one of {list(methods)} on this platform",
+            self.start_method,
+        )
         require(
             self.allowed_failures >= 0,
             root,
@@ -76,6 +90,13 @@ def _is_size(text: str) -> bool:
 
 def dask_params(params: Mapping[str, Any] | None) -> DaskParams:
     return parse_params(DaskParams, params, "pretrain_data.dask")
+
+
+def start_method(cfg: DaskParams) -> str:
+    """The worker start method: `start_method`, auto being fork on Linux and spawn elsewhere."""
+    if cfg.start_method != "auto":
+        return cfg.start_method
+    return "fork" if sys.platform.startswith("linux") else "spawn"
 
 
 class ClusterError(RuntimeError):
@@ -97,6 +118,7 @@ def open_client(params: Mapping[str, Any] | None):
             # adaptive mmap threshold: every array over 128 KiB is then a fresh mmap whose pages
             # fault in again, and a shard's numpy work takes ~25% longer (benchmarks/data_scale.md)
             "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+            "distributed.worker.multiprocessing-method": start_method(cfg),
         }
     )
     logging.getLogger("distributed").setLevel(logging.WARNING)

@@ -42,7 +42,7 @@ finetune: setup
 	$(BIN)/kedro run --pipeline finetune_glue
 
 test: setup-test
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check src tests benchmarks

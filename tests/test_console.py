@@ -11,9 +11,12 @@ from bert_pipeline import cli
 from bert_pipeline.hooks.console import apply_logging_config, duration
 
 
-def test_verbose_brings_back_kedros_dataset_and_node_lines(monkeypatch):
+def test_verbose_brings_back_kedros_dataset_and_node_lines(monkeypatch, project_root):
     """Off by default (conf/logging.yml); `kedro run --verbose` shows them, also after the
     console hooks apply the configuration again."""
+    from kedro.framework.startup import bootstrap_project
+
+    bootstrap_project(project_root)  # the command reads the pipelines, as under `kedro run`
     monkeypatch.setattr(LOGGING, "data", {**LOGGING.data, "loggers": dict(LOGGING.data["loggers"])})
     levels = {}
 

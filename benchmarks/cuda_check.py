@@ -124,7 +124,7 @@ def pretrain(args, name: str, examples: Path, *extra: str, torchrun: bool = Fals
 
 def kill_and_resume(args) -> dict:
     """Killed once the second checkpoint exists, resumed with `resume=true`, compared with the
-    uninterrupted `mlm` run (same seed and settings)."""
+    uninterrupted run of `pretrain_torchrun_ddp` (same seed and settings), which must run first."""
     out, ckpt = args.work / "resumed", args.work / "resumed_ckpt"
     sets = pretrain_sets(args, ckpt, "strategy=ddp")
     second = ckpt / f"step-{2 * (args.steps // 3)}.ckpt"

@@ -76,6 +76,20 @@ def test_pretrain_data_pipeline_end_to_end(
     assert artifacts == ["pretrain_data/pretrain_data_statistics.json"]
 
 
+def test_the_summary_line_of_dynamic_masks_says_so(
+    project_root, mlflow_uri, tmp_path, prose_folder, monkeypatch
+):
+    """Dynamic masks are drawn in training, so the examples have no mask rate to report: the
+    summary line says that instead of "selected nan"."""
+    from bert_pipeline.pipelines.pretrain_data import nodes
+
+    lines = []
+    monkeypatch.setattr(nodes.logger, "info", lambda message, *args: lines.append(message % args))
+    _run(project_root, _params(tmp_path, prose_folder, masking="dynamic"))
+    (line,) = [x for x in lines if "examples from" in x]
+    assert "masks drawn in training" in line and "nan" not in line
+
+
 def test_pretrain_data_bad_parameter_leaves_no_examples(
     project_root, mlflow_uri, tmp_path, prose_folder
 ):

@@ -103,12 +103,17 @@ def summarize_examples(
     stats["n_warnings"] = len(stats["warnings"])
     for line in stats["warnings"]:
         logger.warning(line)
+    masks = (  # dynamic masking draws them in training: there is no rate to report here
+        f"selected {stats['selected_rate']:.4f}"
+        if "selected_rate" in stats
+        else "masks drawn in training"
+    )
     logger.info(
-        "%d examples from %d documents in %d shard(s) (selected %.4f, IsNext %.4f)",
+        "%d examples from %d documents in %d shard(s) (%s, IsNext %.4f)",
         stats["n_examples"],
         stats["n_documents"],
         stats["n_shards"],
-        stats.get("selected_rate", float("nan")),
+        masks,
         stats["is_next_rate"],
     )
     return stats, summary(stats)

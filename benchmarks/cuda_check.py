@@ -41,9 +41,9 @@ from typing import Any
 
 import psutil
 import torch
+from common import ROOT
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parents[1]
 PRETRAIN_CONFIG = ROOT / "conf" / "base" / "parameters_pretrain_model.yml"
 GLUE_SAMPLE = ROOT / "data" / "01_raw" / "glue_sample"
 SWAG_SAMPLE = ROOT / "data" / "01_raw" / "swag_sample" / "sample.jsonl"
@@ -66,7 +66,7 @@ class Checks:
         start = time.perf_counter()
         print(f"=== {name}", flush=True)
         try:
-            result, entry = check(), {}
+            result = check()
             entry = {"ok": True, **result}
         except Exception as exc:  # a failed check is a finding, the next one still runs
             traceback.print_exc()
@@ -157,26 +157,30 @@ def kill_and_resume(args) -> dict:
     return {"killed_after": second.name, "bit_identical": identical, "max_abs_diff": diff}
 
 
+def base_params(pipeline: str) -> dict[str, Any]:
+    """conf/base's parameters of `pipeline`, read without Kedro as the launcher reads its file."""
+    from bert_pipeline.training.launch import read_params
+
+    params = read_params(ROOT / "conf" / "base" / f"parameters_{pipeline}.yml")
+    return params.get(pipeline, params)
+
+
 def finetune_glue(args, model: str, **overrides: Any) -> dict:
     from bert_pipeline.glue.config import glue_params
     from bert_pipeline.glue.finetune import finetune_task
     from bert_pipeline.glue.loading import load_glue_tsv_task
     from bert_pipeline.glue.tasks import get_task
     from bert_pipeline.model.checkpoint import read_checkpoint
-    from bert_pipeline.training.launch import read_params
 
-    params = read_params(ROOT / "conf" / "base" / "parameters_finetune_glue.yml")
-    params = params.get("finetune_glue", params)
+    params = base_params("finetune_glue")
     params["defaults"].update(
         accelerator=args.accelerator, progress_bar=False, seeds=[1], **overrides
     )
     task = get_task("rte")
     raw = load_glue_tsv_task(GLUE_SAMPLE, task)
-    dev = raw["dev"]
     config = glue_params(params).task_config("rte")
-    result = finetune_task(
-        task, raw["train"], dev, raw["test"], read_checkpoint(args.work / model / "model"), config
-    )
+    checkpoint = read_checkpoint(args.work / model / "model")
+    result = finetune_task(task, raw["train"], raw["dev"], raw["test"], checkpoint, config)
     return {"dev": result.dev_metrics, "best": result.best}
 
 
@@ -185,10 +189,8 @@ def finetune_swag(args, **overrides: Any) -> dict:
     from bert_pipeline.swag.config import swag_params
     from bert_pipeline.swag.data import read_swag, split_by_context
     from bert_pipeline.swag.finetune import finetune_swag as run
-    from bert_pipeline.training.launch import read_params
 
-    params = read_params(ROOT / "conf" / "base" / "parameters_finetune_swag.yml")
-    params = params.get("finetune_swag", params)
+    params = base_params("finetune_swag")
     params["training"].update(accelerator=args.accelerator, progress_bar=False, **overrides)
     parsed = swag_params(params)
     train, dev = split_by_context(
@@ -210,9 +212,8 @@ def lstm_autocast(args) -> dict:
         else "cpu"
     )
     torch.manual_seed(0)
-    head = HeadLSTM(BertConfig(hidden_size=128, num_attention_heads=2, head_lstm_size=64)).to(
-        device
-    )
+    config = BertConfig(hidden_size=128, num_attention_heads=2, head_lstm_size=64)
+    head = HeadLSTM(config).to(device)
     x = torch.randn(8, 64, 128, device=device, requires_grad=True)
     mask = (torch.arange(64, device=device) < torch.randint(1, 65, (8, 1), device=device)).long()
     full, final = head(x, mask)

@@ -16,6 +16,7 @@ from bert_pipeline.data.tokenizer import (
     TokenizerError,
     WordIds,
     load_tokenizer,
+    plain_wordpiece,
     tokenizer_from_vocab,
     train_tokenizer,
 )
@@ -148,6 +149,28 @@ def test_cached_ids_equal_the_tokenizer_for_every_character(any_tokenizer):
     chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
     texts = [f"ab{c}cd {c}x{c} e\u0301{c}\u0301" for c in chars]
     _assert_same_ids(any_tokenizer, texts)
+
+
+def test_words_of_ascii_letters_and_digits_skip_the_normalizer(any_tokenizer):
+    """They go through the plain WordPiece (nothing reaches the full tokenizer) with the
+    tokenizer's own ids: case, digits, words at and beyond max_input_chars_per_word."""
+    texts = [
+        "The Quick brown FOX jumps 1984 times over x86 and 3D",
+        "x" * 99 + " " + "Y" * 100 + " " + "z" * 101 + " unseenword1234567 qwxzvbnqkj",
+    ]
+    counting = _CountingTokenizer(any_tokenizer)
+    tokenize_sentences(counting, texts)
+    assert plain_wordpiece(any_tokenizer) is not None and counting.chars == 0
+    _assert_same_ids(any_tokenizer, texts)
+    _assert_same_ids(any_tokenizer, texts, WordIds())
+
+
+def test_an_added_token_of_letters_keeps_words_on_the_full_tokenizer(bert_vocab_file: Path):
+    """Such a token could match inside a word, where the plain path would not see it."""
+    tok = tokenizer_from_vocab(bert_vocab_file, lowercase=True)
+    tok.add_tokens(["foo"])
+    assert plain_wordpiece(tok) is None
+    _assert_same_ids(tok, ["xfooy foo food barfoo", "the foo of Foo"], WordIds())
 
 
 def test_cached_ids_equal_the_tokenizer_on_real_wikipedia(shared_data, any_tokenizer):

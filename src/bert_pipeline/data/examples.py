@@ -301,22 +301,16 @@ def _mask(
 
 def _first_visited(scores: np.ndarray, n_predict: np.ndarray) -> np.ndarray:
     """[N, G] True for the `n_predict` lowest scores of each row: the candidates visited first
-    when one token fits per candidate. Only the `max(n_predict)` lowest of a row are ordered
-    (a partial sort), not the whole row; the same choice as a full sort unless two uniform
-    doubles of a row are equal."""
+    when one token fits per candidate. A row's cut is its `n_predict`-th lowest score, found by
+    a partial sort of its `max(n_predict)` lowest values (no index arrays); the same choice as
+    visiting in full order unless two uniform doubles of a row are equal. Where a row has fewer
+    candidates than `n_predict`, the cut is inf and the invalid (inf) cells are True too: the
+    caller reads only the valid ones."""
     n, g_max = scores.shape
     k = min(g_max, int(n_predict.max()))
-    if k < g_max:
-        lowest = np.argpartition(scores, k - 1, axis=1)[:, :k]
-    else:
-        lowest = np.broadcast_to(np.arange(g_max), (n, g_max))
-    order = np.take_along_axis(
-        lowest, np.argsort(np.take_along_axis(scores, lowest, axis=1), axis=1), axis=1
-    )
-    taken = np.zeros(scores.shape, dtype=bool)
-    first = np.arange(k)[None, :] < n_predict[:, None]
-    np.put_along_axis(taken, order, first, axis=1)
-    return taken
+    lowest = np.partition(scores, k - 1, axis=1)[:, :k] if k < g_max else scores
+    cut = np.sort(lowest, axis=1)[np.arange(n), np.minimum(n_predict, k) - 1]
+    return scores <= cut[:, None]
 
 
 def _take_in_order(
@@ -519,7 +513,12 @@ def tokenize_sentences(
     tokenized before) and its ids are copied to every occurrence, which gives the tokenizer's own
     ids for the whole sentence (see `word_boundaries`).
     """
-    from bert_pipeline.data.tokenizer import encode_distinct, split_words, word_boundaries
+    from bert_pipeline.data.tokenizer import (
+        encode_distinct,
+        plain_wordpiece,
+        split_words,
+        word_boundaries,
+    )
 
     bounds = word_boundaries(tokenizer)
     if bounds is None:
@@ -527,7 +526,7 @@ def tokenize_sentences(
     distinct, occurrences, offsets = split_words(texts, bounds)
     words = distinct.to_pylist()
     if known is None:
-        ids, counts = encode_distinct(tokenizer, words)
+        ids, counts = encode_distinct(tokenizer, words, plain_wordpiece(tokenizer))
         starts = np.cumsum(counts) - counts
     else:
         ids, starts, counts = known.locate(tokenizer, words)

@@ -315,23 +315,63 @@ def word_boundaries(tok: Tokenizer) -> WordBoundaries | None:
     return WordBoundaries(separators, isolated)
 
 
-def encode_distinct(tok: Tokenizer, words: Sequence[str], per_text: int = 1000):
-    """Ids of each of `words` (no special tokens) as (flat int32 ids, int64 count per word).
+def plain_wordpiece(tok: Tokenizer) -> Tokenizer | None:
+    """`tok`'s WordPiece behind a plain lowercase (or no) normalizer and a whitespace split, for
+    words of ASCII letters and digits only: on those BertNormalizer does nothing but lowercase
+    (there is nothing to clean, strip or pad) and BertPreTokenizer keeps each whole, so the
+    WordPiece model sees the same text and gives the same ids, in about half the time (the
+    Unicode normalizer and its alignment tracking are skipped). None where this does not hold:
+    no word boundaries (see `word_boundaries`), or an added token of ASCII letters and digits,
+    which could match inside such a word."""
+    if word_boundaries(tok) is None:
+        return None
+    added = tok.get_added_tokens_decoder().values()
+    if any(t.content.isascii() and t.content.isalnum() for t in added):
+        return None
+    plain = Tokenizer.from_str(tok.to_str())
+    plain.normalizer = normalizers.Lowercase() if tok.normalizer.lowercase else None
+    plain.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return plain
 
-    The words go through the tokenizer `per_text` at a time, joined by spaces, and each token
-    finds its word by its character offset: one Encoding per thousand words, not per word, as
-    an Encoding costs more than a word.
-    """
+
+def _encode_words(tok: Tokenizer, words: Sequence[str], per_text: int, plain: bool):
+    """(flat int32 ids, int64 count per word) of `words`, `per_text` words per Encoding."""
     texts = [" ".join(words[lo : lo + per_text]) for lo in range(0, len(words), per_text)]
     ids, counts = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int64)]
     for k, encoding in enumerate(tok.encode_batch(texts, add_special_tokens=False)):
         batch = words[k * per_text : (k + 1) * per_text]
-        starts = np.cumsum([0] + [len(w) + 1 for w in batch[:-1]])
-        first = np.fromiter((o[0] for o in encoding.offsets), np.int64, len(encoding.ids))
-        owner = np.searchsorted(starts, first, side="right") - 1
+        if plain:  # one pre-token per word: its index is the word's
+            owner = np.asarray(encoding.word_ids, dtype=np.int64)
+        else:  # a word may be several pre-tokens: each token finds its word by its offset
+            starts = np.cumsum([0] + [len(w) + 1 for w in batch[:-1]])
+            first = np.fromiter((o[0] for o in encoding.offsets), np.int64, len(encoding.ids))
+            owner = np.searchsorted(starts, first, side="right") - 1
         ids.append(np.asarray(encoding.ids, dtype=np.int32))
         counts.append(np.bincount(owner, minlength=len(batch)))
     return np.concatenate(ids), np.concatenate(counts).astype(np.int64)
+
+
+def encode_distinct(
+    tok: Tokenizer, words: Sequence[str], plain: Tokenizer | None = None, per_text: int = 1000
+):
+    """Ids of each of `words` (no special tokens) as (flat int32 ids, int64 count per word).
+
+    The words go through the tokenizer `per_text` at a time, joined by spaces: one Encoding per
+    thousand words, not per word, as an Encoding costs more than a word. With `plain` (from
+    `plain_wordpiece(tok)`), the words of ASCII letters and digits go through it instead.
+    """
+    if plain is None:
+        return _encode_words(tok, words, per_text, plain=False)
+    simple = np.fromiter((w.isascii() and w.isalnum() for w in words), bool, len(words))
+    groups = [np.flatnonzero(simple), np.flatnonzero(~simple)]
+    parts = [
+        _encode_words(t, [words[i] for i in group], per_text, plain=t is plain)
+        for t, group in zip((plain, tok), groups, strict=True)
+    ]
+    # back to the order of `words`: a stable sort of the tokens by the word they belong to
+    word = np.repeat(np.concatenate(groups), np.concatenate([c for _, c in parts]))
+    ids = np.concatenate([i for i, _ in parts])[np.argsort(word, kind="stable")]
+    return ids, np.bincount(word, minlength=len(words)).astype(np.int64)
 
 
 class WordIds:
@@ -340,11 +380,14 @@ class WordIds:
     The shards a worker builds share most of their words (on Wikipedia a shard's distinct words
     were tokenized by the previous shards 55-70% of the time), so only new words go through the
     tokenizer. At most `max_words` words are kept (the first met, which are the frequent ones);
-    words beyond are tokenized every time.
+    words beyond are tokenized every time. The ids are those of the tokenizer of the first
+    `locate`, whose `plain_wordpiece` is built then, once per process.
     """
 
     def __init__(self, max_words: int = 500_000) -> None:
         self.max_words = max_words
+        self.plain: Tokenizer | None = None
+        self.plain_built = False
         self.slot: dict[str, int] = {}
         self.ids = np.zeros(0, dtype=np.int32)
         self.start = np.zeros(1, dtype=np.int64)  # word k owns ids[start[k]:start[k + 1]]
@@ -355,12 +398,14 @@ class WordIds:
         """Where the ids of each of `words` lie: (ids, each word's first position in them, each
         word's number of ids). Known words are found in the cache; new ones are tokenized
         (`encode_distinct`) and kept while there is room."""
+        if not self.plain_built:
+            self.plain, self.plain_built = plain_wordpiece(tok), True
         where = np.fromiter(map(self.slot.get, words, repeat(-1)), np.int64, len(words))
         new = np.flatnonzero(where < 0)
         ids, start = self.ids, self.start
         if len(new):
             new_words = [words[i] for i in new]
-            new_ids, new_counts = encode_distinct(tok, new_words)
+            new_ids, new_counts = encode_distinct(tok, new_words, self.plain)
             first = len(start) - 1
             ids = np.concatenate([ids, new_ids])
             start = np.concatenate([start, start[-1] + np.cumsum(new_counts)])

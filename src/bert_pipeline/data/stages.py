@@ -229,7 +229,11 @@ def binary_looking_documents(documents: dd.DataFrame) -> list[str]:
         out = pd.DataFrame({"source": frame["source"], "bad": bad, "chars": text.str.len()})
         return out.groupby("source", as_index=False).sum()
 
-    per_part = compute("binary check", list(documents.map_partitions(scan).to_delayed()))
+    counts = {"source": object, "bad": "int64", "chars": "int64"}
+    # the frame's types given: Dask would otherwise run `scan` on an empty frame to learn them
+    meta = pd.DataFrame({k: pd.Series(dtype=t) for k, t in counts.items()})
+    scans = documents.map_partitions(scan, meta=meta)
+    per_part = compute("binary check", list(scans.to_delayed()))
     totals = pd.concat(per_part).groupby("source").sum()
     share = totals["bad"] / totals["chars"].clip(lower=1)
     return [

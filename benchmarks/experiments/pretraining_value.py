@@ -58,15 +58,11 @@ CURVES = ("val/mlm_accuracy", "val/mlm_loss", "val/nsp_accuracy")
 
 
 def checkpoint_for(args: argparse.Namespace) -> tuple[str, dict]:
-    from bert_pipeline.model import BertConfig, BertForPreTraining
-    from bert_pipeline.model.checkpoint import model_to_checkpoint, read_checkpoint
+    from bert_pipeline.model.checkpoint import random_like, read_checkpoint
 
     if args.model:
         return str(args.model), read_checkpoint(args.model)
-    base = read_checkpoint(args.random_like)
-    torch.manual_seed(args.init_seed)
-    model = BertForPreTraining(BertConfig.from_dict(base["config"]))
-    checkpoint = model_to_checkpoint(model, base["tokenizer_files"])
+    checkpoint = random_like(read_checkpoint(args.random_like), args.init_seed)
     return f"random init (seed {args.init_seed}) of {args.random_like}'s config", checkpoint
 
 

@@ -199,6 +199,47 @@ def test_ablation_report_keeps_the_best_mean_learning_rate(project_root, tmp_pat
     assert "| LTR & No NSP | 200 | 60.0 |" in report and out.with_suffix(".png").is_file()
 
 
+def _trial(lr: float, seed: int, epochs: list[tuple[float, float]]) -> dict:
+    """A finetune_glue trial record whose epochs have (hold-out, dev) STS-B Pearson scores."""
+    history = [
+        {"epoch": k, "metrics": {"train_holdout": {"pearson": h, "spearman": h},
+                                 "dev": {"pearson": d, "spearman": d}}}
+        for k, (h, d) in enumerate(epochs)
+    ]  # fmt: skip
+    best = max(range(len(epochs)), key=lambda k: epochs[k][0])
+    return {"learning_rate": lr, "seed": seed, "best_epoch": best,
+            "best_score": epochs[best][0], "history": history}  # fmt: skip
+
+
+def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_root, tmp_path):
+    """The rate with the best mean hold-out score wins even where dev would pick the other;
+    each seed's dev score is read at the epoch its hold-out chose."""
+    trials = [
+        _trial(1e-3, 1, [(0.50, 0.90), (0.60, 0.40)]),
+        _trial(1e-3, 2, [(0.62, 0.50), (0.58, 0.95)]),
+        _trial(1e-4, 1, [(0.40, 0.99), (0.45, 0.98)]),
+        _trial(1e-4, 2, [(0.44, 0.97), (0.30, 0.99)]),
+    ]
+    folder = tmp_path / "ft" / "08_reporting" / "glue" / "stsb"
+    folder.mkdir(parents=True)
+    record = {"task": "stsb", "train_examples": 90, "trials": trials}
+    (folder / "dev_metrics.json").write_text(json.dumps(record))
+    out = tmp_path / "comparison.md"
+    row = f"budget={tmp_path / 'ft'}"
+    run_tool(project_root, "bert_tiny_comparison.py", "--row", row, "--output", str(out))
+    report = out.read_text()
+    assert (
+        "| budget | pearson 45.0 ± 7.1 / spearman 45.0 ± 7.1 (lr 0.001, 2 seeds, 90 train) |"
+        in report
+    )
+    assert "| BERT-Tiny, test (Google, published) | pearson 74.3 / spearman 73.6 |" in report
+    for trial in trials:
+        del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
+    (folder / "dev_metrics.json").write_text(json.dumps(record))
+    with pytest.raises(AssertionError, match="made without selection_holdout"):
+        run_tool(project_root, "bert_tiny_comparison.py", "--row", row, "--output", str(out))
+
+
 @pytest.mark.slow
 def test_ablation_runs_through_the_pipelines(project_root, shared_data, tmp_path):
     """Tiny pretraining of two rows with kept checkpoints, one fine-tuning trial per row and

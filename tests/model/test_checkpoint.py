@@ -21,6 +21,7 @@ from bert_pipeline.model.checkpoint import (
     load_pretrained,
     model_from_checkpoint,
     model_to_checkpoint,
+    random_like,
     read_checkpoint,
     save_pretrained,
     write_checkpoint,
@@ -231,3 +232,18 @@ def test_glue_card_says_what_the_classifier_reads(pooling):
     assert ("reads the pooled [CLS]" in card) == (pooling == "cls")
     assert ("transformers.BertForSequenceClassification" in card) == (pooling == "cls")
     assert 'load_pretrained("<this folder>", BertForSequenceClassification)' in card
+
+
+def test_a_random_init_like_a_checkpoint_has_its_architecture_and_vocabulary_only():
+    """finetune_glue's random_init_seed baseline: fresh weights from the seed alone."""
+    torch.manual_seed(5)
+    trained = model_to_checkpoint(BertForPreTraining(CFG), {"vocab.txt": b"[PAD]\n[UNK]\n"})
+    state = torch.random.get_rng_state()
+    first, again, other = random_like(trained, 0), random_like(trained, 0), random_like(trained, 1)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws are untouched
+    assert first["config"] == trained["config"]
+    assert first["tokenizer_files"] == trained["tokenizer_files"]
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    assert torch.equal(first["state_dict"][key], again["state_dict"][key])
+    assert not torch.equal(first["state_dict"][key], other["state_dict"][key])
+    assert not torch.equal(first["state_dict"][key], trained["state_dict"][key])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader
 
-from bert_pipeline.training.callbacks import ProgressBar
+from bert_pipeline.training.callbacks import ProgressBar, TimeBudget
 from bert_pipeline.training.config import DeviceParams
 from bert_pipeline.training.core import build_trainer
 
@@ -48,3 +50,23 @@ def test_progress_bar_false_prints_no_bar(capsys):
     assert not [c for c in trainer.callbacks if isinstance(c, ProgressBar)]
     output = capsys.readouterr().out
     assert "step" not in output and "Epoch" not in output
+
+
+def test_under_a_time_budget_the_bar_ends_where_the_time_runs_out(capsys):
+    """A 3-second budget and a slowed step: the total is the step the time allows, not
+    max_steps, and the run stops there."""
+
+    class _Slow(_Tiny):
+        def training_step(self, batch, batch_idx):
+            time.sleep(0.1)
+            return super().training_step(batch, batch_idx)
+
+    budget = TimeBudget(minutes=0.05)
+    trainer = build_trainer(
+        DeviceParams(accelerator="cpu"), max_steps=10_000, max_epochs=-1, callbacks=[budget]
+    )
+    trainer.fit(_Slow(), DataLoader(torch.randn(6, 2), batch_size=2))
+    bar = next(c for c in trainer.callbacks if isinstance(c, ProgressBar)).train_progress_bar
+    assert 10 <= trainer.global_step < 40
+    assert abs(bar.total - trainer.global_step) <= 3  # the estimate, updated as it ran
+    assert f"step {bar.n}/{bar.total} " in capsys.readouterr().out

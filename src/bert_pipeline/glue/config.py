@@ -23,6 +23,9 @@ class GlueConfig(FinetuneConfig):
     # `holdout_seed`, and chooses on it: dev is then reported, never used to choose.
     selection_holdout: float = 0.0
     holdout_seed: int = 0
+    # None: the pretrained weights; a seed: a random init of the same architecture and
+    # vocabulary drawn from it, fine-tuned with the same grid (the baseline pretraining must beat)
+    random_init_seed: int | None = None
 
     def check(self, root: str) -> None:
         super().check(root)
@@ -32,6 +35,13 @@ class GlueConfig(FinetuneConfig):
             "selection_holdout",
             "must be in [0, 1): 0 chooses on dev, a share of train chooses on that share",
             self.selection_holdout,
+        )
+        require(
+            self.random_init_seed is None or self.random_init_seed >= 0,
+            root,
+            "random_init_seed",
+            "must be null (the pretrained weights) or a seed >= 0",
+            self.random_init_seed,
         )
         check_classifier_pooling(self.classifier_pooling, root)
 

@@ -237,6 +237,16 @@ def model_to_checkpoint(
     return {"config": config, "state_dict": state_dict, "tokenizer_files": files}
 
 
+def random_like(checkpoint: Mapping, seed: int) -> Checkpoint:
+    """A random init of `checkpoint`'s architecture, drawn from `seed` alone (torch's global
+    generator is left as it was), with its tokenizer files: the baseline that shows what
+    pretraining bought."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertForPreTraining(BertConfig.from_dict(checkpoint["config"]))
+    return model_to_checkpoint(model, checkpoint.get("tokenizer_files") or None)
+
+
 def _normalise_keys(
     state_dict: Mapping[str, torch.Tensor], expects_prefix: bool
 ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:

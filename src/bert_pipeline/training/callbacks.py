@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
 import lightning.pytorch as pl
 import pandas as pd
 import torch
-from lightning.pytorch.callbacks import TQDMProgressBar
+from lightning.pytorch.callbacks import Timer, TQDMProgressBar
 from lightning.pytorch.loggers import Logger, MLFlowLogger
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -71,17 +72,33 @@ class LearningRate(pl.Callback):
         pl_module.log("train/lr", lr, on_step=True, on_epoch=False, batch_size=1)
 
 
+class TimeBudget(Timer):
+    """Lightning's Timer (it stops the run when the time is up, and its elapsed time is saved in
+    checkpoints, so a resumed run continues the budget) with the share of it used so far."""
+
+    def __init__(self, minutes: float) -> None:
+        super().__init__(duration=datetime.timedelta(minutes=minutes), interval="step")
+        self.seconds = minutes * 60
+
+    def used(self) -> float:
+        return self.time_elapsed("train") / self.seconds
+
+
 class ProgressBar(TQDMProgressBar):
     """Lightning's bar without the logger version (an MLflow run id fragment, meaningless here).
 
     A run bounded by `max_steps` (pretraining) counts optimizer steps over the whole run,
     "step 1200/10000" with the run's ETA, where Lightning counts the batches of the current
     epoch; a resumed run starts at its step. Epoch-bounded runs keep Lightning's epoch bar.
+    Under a `TimeBudget` the total is the step at which the time runs out at this run's pace
+    so far (at most `max_steps`), so the ETA is the budget's.
     """
 
     STEP_BAR_FORMAT = (
         "step {n_fmt}/{total_fmt} {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"
     )
+    _budget: TimeBudget | None = None
+    _budget_start = 0.0  # the budget's seconds already used when this run started (resumed)
 
     def on_train_start(self, trainer, pl_module) -> None:
         super().on_train_start(trainer, pl_module)
@@ -90,6 +107,9 @@ class ProgressBar(TQDMProgressBar):
             bar.bar_format = self.STEP_BAR_FORMAT
             bar.reset(total=trainer.max_steps)
             bar.n = bar.initial = trainer.global_step  # ETA from the steps this run makes
+        budgets = [c for c in trainer.callbacks if isinstance(c, TimeBudget)]
+        self._budget = budgets[0] if budgets else None
+        self._budget_start = self._budget.time_elapsed("train") if self._budget else 0.0
 
     def on_train_epoch_start(self, trainer, *args: Any) -> None:
         if trainer.max_steps <= 0:  # a step bar spans epochs: no reset at their start
@@ -101,8 +121,19 @@ class ProgressBar(TQDMProgressBar):
             return
         bar, step = self.train_progress_bar, trainer.global_step
         if step != bar.n and self._should_update(step, bar.total):
+            if self._budget is not None:
+                bar.total = self._last_step(step, bar.initial, trainer.max_steps)
             bar.n = step
             bar.set_postfix(self.get_metrics(trainer, pl_module))
+
+    def _last_step(self, step: int, first: int, max_steps: int) -> int:
+        """Where the time budget ends at the pace of the steps since `first` (this run's)."""
+        elapsed = self._budget.time_elapsed("train")
+        spent = elapsed - self._budget_start
+        if spent <= 0 or step <= first:
+            return max_steps
+        left = max(self._budget.seconds - elapsed, 0.0)
+        return min(max_steps, step + round(left * (step - first) / spent))
 
     def get_metrics(self, trainer, pl_module) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)

@@ -7,7 +7,6 @@ the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.t
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 from collections.abc import Callable
@@ -16,12 +15,12 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins import TorchCheckpointIO
-from lightning.pytorch.callbacks import ModelCheckpoint, Timer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
 from torch import nn
 
 from bert_pipeline.fsutil import atomic_file
-from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar
+from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar, TimeBudget
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
 from bert_pipeline.training.hardware import AUTO, choose, warn_emulated_bf16
 
@@ -76,18 +75,6 @@ def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[float]
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
 
     return factor
-
-
-class TimeBudget(Timer):
-    """Lightning's Timer (it stops the run when the time is up, and its elapsed time is saved in
-    checkpoints, so a resumed run continues the budget) with the share of it used so far."""
-
-    def __init__(self, minutes: float) -> None:
-        super().__init__(duration=datetime.timedelta(minutes=minutes), interval="step")
-        self.seconds = minutes * 60
-
-    def used(self) -> float:
-        return self.time_elapsed("train") / self.seconds
 
 
 def budget_warmup_decay(

@@ -35,9 +35,14 @@ from bert_pipeline.fsutil import remove_killed_writes
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained, unreadable
 from bert_pipeline.runlock import RunLock
-from bert_pipeline.training.callbacks import HistoryLogger, LearningRate, TokenThroughput
+from bert_pipeline.training.callbacks import (
+    HistoryLogger,
+    LearningRate,
+    TimeBudget,
+    TokenThroughput,
+)
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
-from bert_pipeline.training.core import TimeBudget, build_trainer, mlflow_logger
+from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.hardware import AUTO, choose
 from bert_pipeline.training.module import BertPretrainingModule

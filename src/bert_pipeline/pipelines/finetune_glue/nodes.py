@@ -110,11 +110,15 @@ def finetune_glue_task(
     """
     from bert_pipeline.glue.finetune import finetune_task
     from bert_pipeline.glue.metrics import task_score
-    from bert_pipeline.model.checkpoint import checkpoint_source
+    from bert_pipeline.model.checkpoint import checkpoint_source, random_like
 
     task = get_task(str(train["task"].iloc[0]))
     config = task_config(task.name, params)
     source = checkpoint_source(pretrained, "glue_pretrained_model", "glue_model_dir")
+    lineage = pretrained
+    if config.random_init_seed is not None:
+        pretrained, lineage = random_like(pretrained, config.random_init_seed), None
+        source = f"a random init (seed {config.random_init_seed}) of {source}'s architecture"
     inputs = {
         f"glue_{task.name}_train": (train, "training"),
         f"glue_{task.name}_dev": (dev, "evaluation"),
@@ -124,7 +128,7 @@ def finetune_glue_task(
         {"glue_task": task.name},
         config,
         inputs,
-        pretrained=pretrained,
+        pretrained=lineage,
         task=task.name,
         train_examples=len(train),
         dev_examples=len(dev),

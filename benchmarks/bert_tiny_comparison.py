@@ -1,0 +1,136 @@
+"""The budget model against Google's BERT-Tiny (2 layers, 128 wide): collects what
+`kedro run --env budget --pipeline finetune_glue` wrote, it runs nothing itself.
+
+Each row is a `finetune_glue` output folder (its `data_dir`) made with
+`finetune_glue.defaults.selection_holdout` > 0: every (lr, seed) trial chose its epoch on the
+held-out slice of train. Per task the learning rate with the best mean hold-out score over the
+seeds is chosen; the cells are the dev metrics of that rate's trials (each at the epoch its
+hold-out chose), mean and standard deviation over the seeds. Dev never chooses anything.
+
+    python benchmarks/bert_tiny_comparison.py \\
+        --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
+        [--note "how the rows were made"] [--output benchmarks/bert_tiny_comparison.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+from pathlib import Path
+
+from common import ROOT, command_line, cpu_name, write_report
+
+from bert_pipeline.glue.module import HOLDOUT
+from bert_pipeline.glue.tasks import get_task
+
+TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
+# google-research/bert README, "Here are the corresponding GLUE scores on the test set": the best
+# of batch {8, 16, 32, 64, 128} x lr {3e-4, 1e-4, 5e-5, 3e-5}, 4 epochs, per task
+BERT_TINY_TEST = {
+    "cola": {"matthews_corr": 0.0},
+    "sst2": {"accuracy": 83.2},
+    "mrpc": {"f1": 81.1, "accuracy": 71.1},
+    "stsb": {"pearson": 74.3, "spearman": 73.6},
+    "rte": {"accuracy": 57.2},
+}
+# dev, transformers' run_glue (5 epochs, lr 1e-4, batch 32), mean of 5 seeds where given: the
+# M-FAC model cards of prajjwal1/bert-tiny as issue #36 quotes them (SST-2: one run)
+BERT_TINY_DEV = {
+    "sst2": {"accuracy": 83.72},
+    "mrpc": {"f1": 81.68},
+    "stsb": {"pearson": 64.39},
+}
+
+
+def task_cell(record: dict) -> dict:
+    """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json."""
+    by_rate: dict[float, list[dict]] = {}
+    for trial in record["trials"]:
+        by_rate.setdefault(trial["learning_rate"], []).append(trial)
+    for trials in by_rate.values():
+        for trial in trials:
+            if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
+                raise SystemExit(f"task {record['task']}: made without selection_holdout")
+    rate = max(by_rate, key=lambda r: statistics.mean(t["best_score"] for t in by_rate[r]))
+    dev = [
+        metrics
+        for trial in by_rate[rate]
+        for split, metrics in trial["history"][trial["best_epoch"]]["metrics"].items()
+        if split != HOLDOUT
+    ]
+    values = {name: [100 * m[name] for m in dev] for name in get_task(record["task"]).metrics}
+    return {
+        "rate": rate,
+        "seeds": len(by_rate[rate]),
+        "train": record["train_examples"],
+        "metrics": {
+            k: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0)
+            for k, v in values.items()
+        },
+    }
+
+
+def read_row(folder: Path) -> dict[str, dict]:
+    cells = {}
+    for task in TASKS:
+        path = folder / "08_reporting" / "glue" / task / "dev_metrics.json"
+        if path.is_file():
+            cells[task] = task_cell(json.loads(path.read_text(encoding="utf-8")))
+    if not cells:
+        raise SystemExit(f"{folder}: no 08_reporting/glue/<task>/dev_metrics.json")
+    return cells
+
+
+def _reference(values: dict[str, float]) -> str:
+    return " / ".join(f"{k} {v:.1f}" for k, v in values.items())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--row", action="append", required=True, help="NAME=finetune data_dir")
+    parser.add_argument("--note", default="")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / Path(__file__).stem)
+    args = parser.parse_args()
+    rows = {}
+    for spec in args.row:
+        name, _, folder = spec.partition("=")
+        rows[name] = read_row(Path(folder))
+    tasks = [t for t in TASKS if any(t in cells for cells in rows.values())]
+    lines = [
+        "# The budget model against BERT-Tiny (benchmarks/bert_tiny_comparison.py)",
+        "",
+        f"Command: `{command_line('benchmarks/bert_tiny_comparison.py')}`",
+        f"Collected {datetime.date.today()} on {cpu_name()}; the rows' own runs are described "
+        "under the table.",
+        "",
+        "GLUE dev, x100. Ours: the learning rate chosen on a held-out slice of train "
+        "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing.",
+        "",
+        "| model | " + " | ".join(tasks) + " |",
+        "|---|" + "---|" * len(tasks),
+    ]
+    for name, cells in rows.items():
+        out = []
+        for task in tasks:
+            cell = cells.get(task)
+            if cell is None:
+                out.append("-")
+                continue
+            shown = " / ".join(f"{k} {m:.1f} ± {s:.1f}" for k, (m, s) in cell["metrics"].items())
+            out.append(
+                f"{shown} (lr {cell['rate']:g}, {cell['seeds']} seeds, {cell['train']:,} train)"
+            )
+        lines.append(f"| {name} | " + " | ".join(out) + " |")
+    for label, reference in (
+        ("BERT-Tiny, dev (run_glue, published)", BERT_TINY_DEV),
+        ("BERT-Tiny, test (Google, published)", BERT_TINY_TEST),
+    ):
+        out = [_reference(reference[t]) if t in reference else "-" for t in tasks]
+        lines.append(f"| {label} | " + " | ".join(out) + " |")
+    write_report(lines, args.note, args.output.with_suffix(".md"))
+
+
+if __name__ == "__main__":
+    main()

@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, SHARED_DATA, command_line, cpu_name, kedro_run_command
+from common import ROOT, SHARED_DATA, command_line, cpu_name, kedro_run_command, mean_sd
 
 OUT = Path(__file__).with_suffix(".md")
 NO_NSP = {"pretrain_data.examples.next_sentence": "false"}
@@ -183,8 +183,7 @@ def trial_score(task: str, record: dict) -> float:
 def cell(scores: dict[str, list[float]]) -> tuple[str, float]:
     """The learning rate with the best mean over seeds: 'mean +- sd (lr, n)'."""
     lr, values = max(scores.items(), key=lambda kv: statistics.fmean(kv[1]))
-    mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    mean, sd = mean_sd(values)
     return f"{mean:.1f} +- {sd:.1f} (lr {lr}, n={len(values)})", mean
 
 

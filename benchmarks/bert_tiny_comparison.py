@@ -20,7 +20,7 @@ import json
 import statistics
 from pathlib import Path
 
-from common import ROOT, command_line, cpu_name, write_report
+from common import ROOT, command_line, cpu_name, mean_sd, write_report
 
 from bert_pipeline.glue.module import HOLDOUT
 from bert_pipeline.glue.tasks import get_task
@@ -48,12 +48,10 @@ def task_cell(record: dict) -> dict:
     """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json."""
     by_rate: dict[float, list[dict]] = {}
     for trial in record["trials"]:
+        if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
+            raise SystemExit(f"task {record['task']}: made without selection_holdout")
         by_rate.setdefault(trial["learning_rate"], []).append(trial)
-    for trials in by_rate.values():
-        for trial in trials:
-            if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
-                raise SystemExit(f"task {record['task']}: made without selection_holdout")
-    rate = max(by_rate, key=lambda r: statistics.mean(t["best_score"] for t in by_rate[r]))
+    rate = max(by_rate, key=lambda r: statistics.fmean(t["best_score"] for t in by_rate[r]))
     dev = [
         metrics
         for trial in by_rate[rate]
@@ -65,10 +63,7 @@ def task_cell(record: dict) -> dict:
         "rate": rate,
         "seeds": len(by_rate[rate]),
         "train": record["train_examples"],
-        "metrics": {
-            k: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0)
-            for k, v in values.items()
-        },
+        "metrics": {k: mean_sd(v) for k, v in values.items()},
     }
 
 

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import platform
 import shlex
+import statistics
 import struct
 import sys
 from pathlib import Path
@@ -38,6 +39,11 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation over seeds (0 for a single run)."""
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def command_line(script: str) -> str:

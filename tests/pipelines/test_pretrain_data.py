@@ -61,6 +61,10 @@ def test_pretrain_data_pipeline_end_to_end(
     assert stats["n_warnings"] == 0 and stats["truncated_share"] < 0.2  # clean prose
     assert stats["n_examples"] == len(examples) and stats["n_shards"] == 3
     assert stats["n_documents"] == 12
+    # counted by the workers that built the shards, kept per shard in the manifest
+    assert stats["n_tokens"] == examples["input_ids"].map(len).sum()
+    kept = shards.manifest["shards"]
+    assert [s["statistics"]["n_examples"] for s in kept] == [s["rows"] for s in kept]
     assert len(list((data / "02_intermediate" / "pretrain_documents").glob("*.parquet"))) == 3
 
     client = MlflowClient(tracking_uri=mlflow_uri)
@@ -166,3 +170,17 @@ def test_wikitext_setting_through_kedro_run(project_root, mlflow_uri, tmp_path):
     shards = load_example_shards(tmp_path / "data" / "05_model_input" / "pretraining_examples")
     frame = shards.table().to_pandas()
     assert sorted(frame["a_doc_id"].unique()) == [f"wiki.valid:{k}" for k in range(4)]
+
+
+def test_summary_refuses_examples_without_shard_statistics(tmp_path):
+    """Examples written before the workers counted them: one line saying to rebuild them."""
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordPiece
+
+    from bert_pipeline.pipelines.pretrain_data.nodes import summarize_examples
+
+    tokenizer = Tokenizer(WordPiece({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    manifest = {"tokenizer_sha256": tokenizer_fingerprint(tokenizer), "generation": "g"}
+    examples = ExampleShards([tmp_path / "part-00000.arrow"], manifest)
+    with pytest.raises(ValueError, match="no statistics per shard.*rebuild the examples"):
+        summarize_examples(examples, tokenizer, None, {})

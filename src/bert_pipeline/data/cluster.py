@@ -111,6 +111,11 @@ def open_client(params: Mapping[str, Any] | None):
     dask.config.set(
         {
             "distributed.scheduler.allowed-failures": cfg.allowed_failures,
+            # a worker busy with a shard gets no further shard reads queued behind it: Dask's
+            # default (1.1) hands a 1-thread worker a second one, which work stealing never
+            # moves (a read is short) and the shard built from it waits, while the other worker
+            # idles (seen as ~1.4 s of one worker's idle time in a 6-shard run)
+            "distributed.scheduler.worker-saturation": 1.0,
             "logging.distributed": "warning",  # start/stop chatter of every worker and comm
             # the same for the worker processes, which read it when they import distributed
             "distributed.nanny.pre-spawn-environ.DASK_LOGGING__DISTRIBUTED": "warning",

@@ -52,10 +52,14 @@ def read_shard(path: str | Path, maps: list[mmap.mmap] | None = None) -> pa.Tabl
 @dataclass
 class ExampleShards:
     """Examples of a data run: `parts` are lazy tables (Dask delayed objects) before saving,
-    shard file paths after loading; `manifest` says what made them."""
+    shard file paths after loading; `manifest` says what made them. `statistics` are each
+    shard's counts for the report (`data.stats.partial_statistics`): lazy beside the parts, so
+    the worker that builds a shard counts it while it holds it, and read from the manifest
+    after loading."""
 
     parts: list[Any]
     manifest: dict[str, Any] = field(default_factory=dict)
+    statistics: list[Any] = field(default_factory=list)
     _maps: list[mmap.mmap] = field(default_factory=list, repr=False)
 
     def paths(self) -> list[Path]:
@@ -131,7 +135,12 @@ def load_example_shards(folder: str | Path) -> ExampleShards:
         )
     manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
     check_manifest(folder, manifest)
-    return ExampleShards(parts=[folder / s["file"] for s in manifest["shards"]], manifest=manifest)
+    shards = manifest["shards"]
+    return ExampleShards(
+        parts=[folder / s["file"] for s in shards],
+        manifest=manifest,
+        statistics=[s["statistics"] for s in shards if "statistics" in s],
+    )
 
 
 def check_manifest(folder: Path, manifest: dict[str, Any]) -> None:

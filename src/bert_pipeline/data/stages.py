@@ -203,17 +203,10 @@ def example_shards(
     ]
 
 
-def shard_statistics(paths: list[Any], cfg: ExampleConfig, tokenizer: Tokenizer) -> list[dict]:
-    """`partial_statistics` of every saved shard, each computed where the shard is read."""
-    from bert_pipeline.data.shards import read_shard
-
-    vocab = vocab_from_tokenizer(tokenizer)
-
-    def one(path) -> dict:
-        return partial_statistics(read_shard(path), cfg, vocab)
-
-    names = [str(p) for p in paths]
-    return compute("statistics", [delayed(one)(p) for p in paths], names=names)
+def shard_statistics(parts: list[Any], cfg: ExampleConfig, tokenizer: Tokenizer) -> list[Any]:
+    """`partial_statistics` of every lazy shard, each computed where the shard is built."""
+    vocab = delayed(vocab_from_tokenizer(tokenizer), pure=True)
+    return [delayed(partial_statistics, pure=True)(part, cfg, vocab) for part in parts]
 
 
 BINARY_SHARE = 0.01  # undecodable (U+FFFD) or NUL characters per character: not text

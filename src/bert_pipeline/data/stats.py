@@ -33,7 +33,8 @@ _SUMS = (
 
 
 def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
-    """Sums and the length histogram of one shard; `merge_statistics` turns shards into rates."""
+    """Sums and the length histogram of one shard, JSON-ready (the examples' manifest keeps
+    them); `merge_statistics` turns shards into rates."""
     ids_col = table.column("input_ids").combine_chunks()
     lengths = _np(pc.list_value_length(ids_col)).astype(np.int64)
     labels = _np(table.column("next_sentence_label")).astype(np.int64)
@@ -44,7 +45,7 @@ def partial_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dic
         n_tokens=int(lengths.sum()),
         n_full_length=int((lengths == cfg.max_seq_length).sum()),
         n_is_next=int((labels == 0).sum()),
-        histogram=np.histogram(lengths, bins=edges)[0],
+        histogram=np.histogram(lengths, bins=edges)[0].tolist(),
         # shards hold disjoint documents, so per-shard counts add up
         n_documents=pc.count_distinct(table.column("a_doc_id")).as_py(),
     )
@@ -84,7 +85,7 @@ def _truncation(table: pa.Table) -> dict[str, Any]:
     if most.any():
         worst = int(most.argmax())
         side = "a" if cut["a"][worst] >= cut["b"][worst] else "b"
-        out["worst_truncated"] = (table.column(f"{side}_doc_id")[worst].as_py(), int(most[worst]))
+        out["worst_truncated"] = [table.column(f"{side}_doc_id")[worst].as_py(), int(most[worst])]
     return out
 
 

@@ -49,10 +49,12 @@ class ExampleShardsDataset(AbstractDataset[ExampleShards, ExampleShards]):
             raise DatasetError(str(exc)) from None
 
     def save(self, data: ExampleShards) -> None:
-        """Writes the shards, then the manifest: rows and bytes per shard, and a new
+        """Writes the shards, then the manifest: rows, bytes and statistics per shard, and a new
         `generation` id that the statistics report of these examples repeats."""
         if not isinstance(data, ExampleShards) or not data.parts:
             raise DatasetError(f"expected ExampleShards with at least one shard for {self._path}")
+        if data.statistics and len(data.statistics) != len(data.parts):
+            raise DatasetError(f"{len(data.statistics)} statistics for {len(data.parts)} shards")
         path = write_path(self._path)
         recover_directory(path)
         with atomic_directory(path) as tmp:
@@ -61,11 +63,15 @@ class ExampleShardsDataset(AbstractDataset[ExampleShards, ExampleShards]):
                 delayed(write_shard)(part, tmp / name)
                 for part, name in zip(data.parts, names, strict=True)
             ]
-            rows = compute("create_examples", writes, names=names)
+            # one compute: each shard's table is built once, for its file and its statistics
+            done = compute("create_examples", [*writes, *data.statistics], names=names + names)
+            rows, statistics = done[: len(names)], done[len(names) :]
             shards = [
                 {"file": n, "rows": int(r), "bytes": (tmp / n).stat().st_size}
                 for n, r in zip(names, rows, strict=True)
             ]
+            for shard, counts in zip(shards, statistics, strict=False):
+                shard["statistics"] = counts
             manifest = {
                 **data.manifest,
                 "generation": uuid.uuid4().hex,

@@ -8,6 +8,7 @@ here, because a catalog validator's options are static YAML that cannot read par
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -227,7 +228,7 @@ class ExamplesValidator:
         if not isinstance(data, ExampleShards) or not data.parts:
             raise ValueError(f"expected ExampleShards with shards, got {type(data).__name__}")
         parts = [delayed(_validate_shard)(p, shard_name(k)) for k, p in enumerate(data.parts)]
-        return ExampleShards(parts=parts, manifest=data.manifest)
+        return dataclasses.replace(data, parts=parts)
 
 
 def check_examples_against_parameters(

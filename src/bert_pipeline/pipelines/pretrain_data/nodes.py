@@ -68,7 +68,7 @@ def create_examples(
 ) -> ExampleShards:
     """Lazy example shards, stamped with the tokenizer and parameters that make them."""
     from bert_pipeline.data.shards import tokenizer_fingerprint
-    from bert_pipeline.data.stages import example_shards
+    from bert_pipeline.data.stages import example_shards, shard_statistics
 
     cfg = example_config(params)
     parts = example_shards(sentences, tokenizer, cfg, cfg.documents_per_shard)
@@ -79,7 +79,8 @@ def create_examples(
         "tokenizer_sha256": tokenizer_fingerprint(tokenizer),
         "parameters": dataclasses.asdict(cfg),
     }
-    return ExampleShards(parts=parts, manifest=manifest)
+    statistics = shard_statistics(parts, cfg, tokenizer)
+    return ExampleShards(parts=parts, manifest=manifest, statistics=statistics)
 
 
 def summarize_examples(
@@ -91,12 +92,17 @@ def summarize_examples(
     """The statistics report (per shard, merged) and its summary figures; its warnings (heavy
     truncation, binary-looking input) are logged one line each and counted in the report. The
     report names the examples' generation, so no reader pairs it with other examples."""
-    from bert_pipeline.data.stages import binary_looking_documents, shard_statistics
+    from bert_pipeline.data.stages import binary_looking_documents
     from bert_pipeline.data.stats import merge_statistics, summary
 
     examples.check_tokenizer(tokenizer)
+    if len(examples.statistics) != len(examples.parts):
+        raise ValueError(
+            "pretraining_examples/manifest.json has no statistics per shard: written by an older "
+            "version; rebuild the examples with `kedro run --pipeline pretrain_data`"
+        )
     cfg = example_config(params)
-    stats = merge_statistics(shard_statistics(examples.paths(), cfg, tokenizer), cfg)
+    stats = merge_statistics(examples.statistics, cfg)
     stats["examples_generation"] = examples.manifest["generation"]
     stats["parameters"] = examples.manifest["parameters"]
     stats["warnings"] += binary_looking_documents(documents)

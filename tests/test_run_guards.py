@@ -103,7 +103,9 @@ def test_from_nodes_without_the_earlier_outputs_is_refused_before_any_node(
     tmp_path, project_root, mlflow_uri
 ):
     with _session(project_root, {"data_dir": str(tmp_path / "data")}) as session:
-        with pytest.raises(FileNotFoundError, match=r"read pretrain_documents \(.*\), pretrain_s"):
+        with pytest.raises(
+            FileNotFoundError, match=r"read pretrain_corpus_warnings \(.*\), pretrain_s"
+        ):
             session.run(
                 pipeline_names=["pretrain_data"], from_nodes=["pretrain_data.build_tokenizer"]
             )

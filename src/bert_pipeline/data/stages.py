@@ -99,12 +99,21 @@ def _name_duplicate(documents: dd.DataFrame, key: np.uint64) -> None:
     )
 
 
-def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
-    """Sentences (doc_id, sentence_index, text) indexed by the global document number."""
-    hashes = compute(
-        "count documents",
-        [delayed(_doc_id_hashes)(p["doc_id"]) for p in documents.to_delayed()],
-    )
+def _census(frame: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """One read of a documents partition for the numbering, the duplicate check and the binary
+    check: its doc_id hashes, and per source file its characters and the undecodable or NUL
+    ones among them."""
+    text = frame["text"]
+    bad = text.str.count("\ufffd") + text.str.count("\x00")
+    chars = pd.DataFrame({"source": frame["source"], "bad": bad, "chars": text.str.len()})
+    return _doc_id_hashes(frame["doc_id"]), chars.groupby("source", as_index=False).sum()
+
+
+def sentences_frame(documents: dd.DataFrame, language: str) -> tuple[dd.DataFrame, list[str]]:
+    """Sentences (doc_id, sentence_index, text) indexed by the global document number, and one
+    warning line per source file that looks binary (`binary_warnings`)."""
+    census = compute("count documents", [delayed(_census)(p) for p in documents.to_delayed()])
+    hashes = [h for h, _ in census]
     counts = np.array([len(h) for h in hashes], dtype=np.int64)
     if counts.sum() == 0:
         raise CorpusError("the corpus yielded no non-empty documents")
@@ -119,7 +128,8 @@ def sentences_frame(documents: dd.DataFrame, language: str) -> dd.DataFrame:
             parts.append(delayed(_split_partition)(part, int(first), language))
             divisions.append(int(first))
     divisions.append(int(starts[-1] - 1))
-    return dd.from_delayed(parts, meta=SENTENCE_META, divisions=divisions, verify_meta=False)
+    sentences = dd.from_delayed(parts, meta=SENTENCE_META, divisions=divisions, verify_meta=False)
+    return sentences, binary_warnings(pd.concat([c for _, c in census]))
 
 
 def _sample(frame: pd.DataFrame, threshold: int, hash_key: str) -> pd.Series:
@@ -212,22 +222,11 @@ def shard_statistics(parts: list[Any], cfg: ExampleConfig, tokenizer: Tokenizer)
 BINARY_SHARE = 0.01  # undecodable (U+FFFD) or NUL characters per character: not text
 
 
-def binary_looking_documents(documents: dd.DataFrame) -> list[str]:
+def binary_warnings(chars: pd.DataFrame) -> list[str]:
     """One warning line per source file whose text looks binary (read with encoding_errors:
-    replace, it turns into replacement characters and NULs instead of failing)."""
-
-    def scan(frame: pd.DataFrame) -> pd.DataFrame:
-        text = frame["text"]
-        bad = text.str.count("\ufffd") + text.str.count("\x00")
-        out = pd.DataFrame({"source": frame["source"], "bad": bad, "chars": text.str.len()})
-        return out.groupby("source", as_index=False).sum()
-
-    counts = {"source": object, "bad": "int64", "chars": "int64"}
-    # the frame's types given: Dask would otherwise run `scan` on an empty frame to learn them
-    meta = pd.DataFrame({k: pd.Series(dtype=t) for k, t in counts.items()})
-    scans = documents.map_partitions(scan, meta=meta)
-    per_part = compute("binary check", list(scans.to_delayed()))
-    totals = pd.concat(per_part).groupby("source").sum()
+    replace, it turns into replacement characters and NULs instead of failing); `chars` holds
+    per source the characters and the bad ones, possibly in several rows."""
+    totals = chars.groupby("source").sum()
     share = totals["bad"] / totals["chars"].clip(lower=1)
     return [
         f"{source}: {value:.0%} of its characters are undecodable bytes or NULs; it looks "

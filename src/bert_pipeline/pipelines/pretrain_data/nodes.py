@@ -32,8 +32,10 @@ def ingest_corpus(corpus: DaskCollection) -> DaskCollection:
     return corpus
 
 
-def split_sentences(documents: DaskCollection, language: str) -> DaskCollection:
-    """Sentences table (doc_id, sentence_index, text), indexed by document number."""
+def split_sentences(documents: DaskCollection, language: str) -> tuple[DaskCollection, list[str]]:
+    """Sentences table (doc_id, sentence_index, text), indexed by document number, and the
+    warnings about the corpus found while counting its documents (binary-looking files), which
+    the statistics report repeats."""
     from bert_pipeline.data.stages import sentences_frame
 
     return sentences_frame(documents, language)
@@ -86,13 +88,12 @@ def create_examples(
 def summarize_examples(
     examples: ExampleShards,
     tokenizer: Tokenizer,
-    documents: DaskCollection,
+    corpus_warnings: list[str],
     params: dict[str, Any],
 ) -> tuple[dict[str, Any], dict[str, float]]:
     """The statistics report (per shard, merged) and its summary figures; its warnings (heavy
     truncation, binary-looking input) are logged one line each and counted in the report. The
     report names the examples' generation, so no reader pairs it with other examples."""
-    from bert_pipeline.data.stages import binary_looking_documents
     from bert_pipeline.data.stats import merge_statistics, summary
 
     examples.check_tokenizer(tokenizer)
@@ -105,7 +106,7 @@ def summarize_examples(
     stats = merge_statistics(examples.statistics, cfg)
     stats["examples_generation"] = examples.manifest["generation"]
     stats["parameters"] = examples.manifest["parameters"]
-    stats["warnings"] += binary_looking_documents(documents)
+    stats["warnings"] += corpus_warnings
     stats["n_warnings"] = len(stats["warnings"])
     for line in stats["warnings"]:
         logger.warning(line)

@@ -33,7 +33,7 @@ def create_pipeline(**kwargs) -> Pipeline:
             Node(
                 split_sentences,
                 inputs=["pretrain_documents", "params:pretrain_data.language"],
-                outputs="pretrain_sentences",
+                outputs=["pretrain_sentences", "pretrain_corpus_warnings"],
                 name="split_sentences",
                 tags=TAGS,
             ),
@@ -56,7 +56,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[
                     "pretraining_examples",
                     "tokenizer",
-                    "pretrain_documents",
+                    "pretrain_corpus_warnings",
                     "params:pretrain_data.examples",
                 ],
                 outputs=["pretrain_data_statistics", "pretrain_data_summary"],

@@ -54,7 +54,9 @@ class ExampleShardsDataset(AbstractDataset[ExampleShards, ExampleShards]):
         if not isinstance(data, ExampleShards) or not data.parts:
             raise DatasetError(f"expected ExampleShards with at least one shard for {self._path}")
         if data.statistics and len(data.statistics) != len(data.parts):
-            raise DatasetError(f"{len(data.statistics)} statistics for {len(data.parts)} shards")
+            raise DatasetError(
+                f"{len(data.statistics)} statistics for {len(data.parts)} shards for {self._path}"
+            )
         path = write_path(self._path)
         recover_directory(path)
         with atomic_directory(path) as tmp:

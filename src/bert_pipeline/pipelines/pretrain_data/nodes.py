@@ -15,7 +15,7 @@ from dask.typing import DaskCollection
 from tokenizers import Tokenizer
 
 from bert_pipeline.data.examples import ExampleConfig
-from bert_pipeline.data.shards import ExampleShards
+from bert_pipeline.data.shards import RERUN, ExampleShards
 from bert_pipeline.data.tokenizer import TokenizerParams
 from bert_pipeline.params import parse_params
 
@@ -100,7 +100,7 @@ def summarize_examples(
     if len(examples.statistics) != len(examples.parts):
         raise ValueError(
             "pretraining_examples/manifest.json has no statistics per shard: written by an older "
-            "version; rebuild the examples with `kedro run --pipeline pretrain_data`"
+            f"version; rebuild the examples with {RERUN}"
         )
     cfg = example_config(params)
     stats = merge_statistics(examples.statistics, cfg)

@@ -164,7 +164,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
     killed its worker (out of memory, segfault) or raised becomes one error naming the stage
     and the partition (`names[i]` for task i).
     """
-    from distributed import KilledWorker, get_client, progress, wait
+    from distributed import KilledWorker, get_client, wait
 
     try:
         client = get_client()
@@ -173,7 +173,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
     futures = client.compute(list(tasks))
     logger.info("%s: %d partition(s) on %d worker(s)", stage, len(futures), len(client.nthreads()))
     try:
-        progress(futures, notebook=False)
+        _stage_progress(futures)
         wait(futures)
         failed = [i for i, f in enumerate(futures) if f.status == "error"]
         if not failed:
@@ -189,6 +189,28 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
         raise exc
     finally:
         client.cancel(futures)
+
+
+# How often the progress bar asks the scheduler how far a stage is: with distributed's default
+# (100 ms) a stage ended ~50 ms (up to 100 ms) after its last task: ~0.2 s of a 6 s run
+PROGRESS_POLL_S = 0.02
+PROGRESS_DRAW_S = 0.1  # the console line is redrawn at most this often
+
+
+def _stage_progress(futures: Sequence[Any]) -> None:
+    """distributed's console progress bar over `futures`, returning when they are done."""
+    from distributed.diagnostics.progressbar import TextProgressBar
+
+    class StageBar(TextProgressBar):
+        drawn = 0.0
+
+        def _draw_bar(self, remaining, all, **kwargs):
+            if remaining and self.elapsed - self.drawn < PROGRESS_DRAW_S:
+                return
+            self.drawn = self.elapsed
+            super()._draw_bar(remaining, all, **kwargs)
+
+    StageBar(futures, interval=PROGRESS_POLL_S)
 
 
 def close_client(client) -> None:

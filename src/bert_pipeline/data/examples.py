@@ -291,7 +291,8 @@ def _mask(
             block = selected[rows]
             block[maskable[rows]] = taken[valid]
 
-    r, c = np.nonzero(selected)
+    # row-major positions, as np.nonzero's, which is ~4x slower on a 2-D array
+    r, c = np.divmod(np.flatnonzero(selected), width)
     original = ids[r, c]
     draw = rng.random(len(r))
     random_ids = rng.integers(0, vocab.size, len(r))
@@ -439,7 +440,9 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
     column = np.arange(cfg.max_seq_length)[None, :]
     real = column < lengths[:, None]
     input_ids = x["ids"][perm][real]
-    types = (column > (x["len_a"][perm] + 1)[:, None])[real].astype(np.int8)
+    # token types: len_a + 2 zeros ([CLS] A [SEP]), then ones (B [SEP]), per row
+    runs = np.stack([x["len_a"][perm] + 2, lengths - x["len_a"][perm] - 2], axis=1).reshape(-1)
+    types = np.repeat(np.tile(np.array([0, 1], dtype=np.int8), n), runs)
     new_off = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=new_off[1:])
 

@@ -7,8 +7,9 @@ baseline, current, ...) so that both see the same machine load; the report gives
 shard of `documents_per_shard` documents as `example_shards` cuts them: ingestion (reading the
 WikiExtractor files), sentence splitting, WordPiece, example creation, Pandera validation (of
 documents, sentences and example shards), writing (the documents and sentences as Parquet, the
-example shards) and the shard statistics. The baseline is a git revision checked out into a
-temporary worktree and imported through PYTHONPATH from the same virtual environment.
+example shards) and the shard statistics (of the table in memory, as the pipeline counts a shard
+since it stopped reading the shards back for the report). The baseline is a git revision checked
+out into a temporary worktree and imported through PYTHONPATH from the same virtual environment.
 
     python benchmarks/data_stages.py --mb 10 --repeats 3 --baseline bfd6b54 \\
         [--corpus ../shared/data/corpora/wikipedia-en | data/01_raw/sample_corpus]
@@ -96,7 +97,7 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
         tokenize_sentences,
         vocab_from_tokenizer,
     )
-    from bert_pipeline.data.shards import read_shard, shard_name, write_shard
+    from bert_pipeline.data.shards import shard_name, write_shard
     from bert_pipeline.data.stats import partial_statistics
     from bert_pipeline.data.tokenizer import tokenizer_from_vocab
     from bert_pipeline.schemas.pretraining import (
@@ -161,7 +162,7 @@ def run_stages(source: dict, out: Path, documents_per_shard: int, dupe_factor: i
         path = out / shard_name(k)
         write_shard(table, path)
         lap("writing")
-        partial_statistics(read_shard(path), cfg, vocab)
+        partial_statistics(table, cfg, vocab)  # as the worker does, while it holds the table
         lap("statistics")
         digests.append(hashlib.sha256(path.read_bytes()).hexdigest())
     return {

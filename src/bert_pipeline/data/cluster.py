@@ -170,7 +170,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
         client = get_client()
     except ValueError:
         return list(dask.compute(*tasks))
-    futures = client.compute(list(tasks))
+    futures = client.compute([_fused(t) for t in tasks])
     logger.info("%s: %d partition(s) on %d worker(s)", stage, len(futures), len(client.nthreads()))
     try:
         _stage_progress(futures)
@@ -189,6 +189,15 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
         raise exc
     finally:
         client.cancel(futures)
+
+
+def _fused(task: Any) -> Any:
+    """A Dask DataFrame collection with its graph optimized: Client.compute does not fuse it, so
+    a chain of per-partition steps (read, convert, validate, write) would run as a task per step,
+    each waiting for a scheduler round trip. Delayed objects are left as they are."""
+    import dask.dataframe as dd
+
+    return task.optimize() if isinstance(task, dd.DataFrame | dd.Series | dd.Scalar) else task
 
 
 # How often the progress bar asks the scheduler how far a stage is: with distributed's default

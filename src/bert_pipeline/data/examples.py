@@ -441,7 +441,8 @@ def _to_table(x: dict, corpus: Corpus, cfg: ExampleConfig, shard: int) -> pa.Tab
     real = column < lengths[:, None]
     input_ids = x["ids"][perm][real]
     # token types: len_a + 2 zeros ([CLS] A [SEP]), then ones (B [SEP]), per row
-    runs = np.stack([x["len_a"][perm] + 2, lengths - x["len_a"][perm] - 2], axis=1).reshape(-1)
+    zeros = x["len_a"][perm] + 2
+    runs = np.stack([zeros, lengths - zeros], axis=1).reshape(-1)
     types = np.repeat(np.tile(np.array([0, 1], dtype=np.int8), n), runs)
     new_off = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(lengths, out=new_off[1:])

@@ -50,10 +50,7 @@ class DaskParquetDataset(AbstractDataset[dd.DataFrame, dd.DataFrame]):
         path = write_path(self._path)
         recover_directory(path)
         with atomic_directory(path) as tmp:
-            # optimized here: Client.compute does not fuse the write's graph, which would run
-            # each partition as ~6 tasks (read, convert, validate, reset_index, ...) instead of
-            # one, each waiting for its own scheduler round trip
-            write = data.to_parquet(str(tmp), compute=False, **self._save_args).optimize()
+            write = data.to_parquet(str(tmp), compute=False, **self._save_args)
             compute(f"write {self._path.name}", [write])
 
     def _exists(self) -> bool:

@@ -6,6 +6,7 @@ UI server answers for it. `--namespaces=rte` and `kedro viz build` run on their 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import random
@@ -123,7 +124,7 @@ def test_resume_true_continues_the_run(pretrained, project_root):
 
 
 def _free_port() -> int:
-    """A free port below 49152 (kedro-viz refuses the ephemeral range)."""
+    """A port nobody listens on, below 49152 (kedro-viz refuses the ephemeral range)."""
     for port in random.Random().sample(range(20000, 49000), 200):
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) != 0:
@@ -143,22 +144,37 @@ def _post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-def _serve(command: list[str], url: str, cwd: Path, env: dict[str, str], parse=json.loads):
-    """Starts a server in its own process group; returns (process, first answer of url)."""
-    log = (cwd / "server.log").open("w")
-    server = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            return server, _get(url, parse)
-        except (urllib.error.URLError, ConnectionError):
-            if server.poll() is not None or time.monotonic() > deadline:
-                _stop(server)
-                output = (cwd / "server.log").read_text()[-2000:]
-                raise AssertionError(f"{command[:3]} did not answer at {url}:\n{output}") from None
-            time.sleep(1)
+def _serve(command, path: str, cwd: Path, env: dict[str, str], parse=json.loads):
+    """Starts `command(port)` in its own process group; returns (process, base URL, first answer
+    of base URL + path). A port taken between the choice and the bind (by a parallel test's Dask
+    worker, say) is retried on another port."""
+    for _ in range(5):
+        port = _free_port()
+        base = f"http://127.0.0.1:{port}"
+        with (cwd / "server.log").open("w") as log:
+            server = subprocess.Popen(
+                command(port),
+                cwd=cwd,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 90
+        while server.poll() is None and time.monotonic() < deadline:
+            announced = re.findall(r"http://127\.0\.0\.1:\d+", (cwd / "server.log").read_text())
+            base = announced[-1] if announced else base  # kedro viz moves to a free port itself
+            try:
+                return server, base, _get(base + path, parse)
+            except (OSError, http.client.HTTPException):  # not up yet, or another's port
+                time.sleep(1)
+        _stop(server)
+        output = (cwd / "server.log").read_text()
+        if "already in use" not in output:
+            raise AssertionError(
+                f"{command(port)[:3]} did not answer at {base + path}:\n{output[-2000:]}"
+            )
+    raise AssertionError(f"{command(0)[:3]}: five ports were taken before it could bind")
 
 
 def _stop(server: subprocess.Popen) -> None:
@@ -169,15 +185,14 @@ def _stop(server: subprocess.Popen) -> None:
 
 def test_mlflow_ui_serves_the_finished_run(pretrained):
     root, env, _ = pretrained
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}/api/2.0/mlflow"
-    server, experiment = _serve(  # as `make mlflow-ui` starts it
-        [str(BIN / "mlflow"), "ui", "--backend-store-uri", env["MLFLOW_TRACKING_URI"]]
-        + ["--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        f"{base}/experiments/get-by-name?experiment_name=bert_pipeline",
+    ui = [str(BIN / "mlflow"), "ui", "--backend-store-uri", env["MLFLOW_TRACKING_URI"]]
+    server, url, experiment = _serve(  # as `make mlflow-ui` starts it
+        lambda port: [*ui, "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        "/api/2.0/mlflow/experiments/get-by-name?experiment_name=bert_pipeline",
         root,
         {**env, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
     )
+    base = f"{url}/api/2.0/mlflow"
     try:
         experiment_id = experiment["experiment"]["experiment_id"]
         runs = _post(f"{base}/runs/search", {"experiment_ids": [experiment_id]})["runs"]
@@ -201,15 +216,14 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
 def test_mlflow_models_serve_answers_over_http(pretrained):
     """`make serve MODEL=models:/bert-pretrained@best`'s `mlflow models serve`, on localhost."""
     root, env, _ = pretrained
-    port = _free_port()
     command = [str(BIN / "mlflow"), "models", "serve", "-m", "models:/bert-pretrained@best"]
-    command += ["--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--env-manager", "local", "--host", "127.0.0.1", "--port"]
     env = {**env, "PATH": f"{BIN}{os.pathsep}{env['PATH']}"}  # its uvicorn, as make serve
-    server, _ = _serve(command, f"http://127.0.0.1:{port}/ping", root, env, parse=bytes)
+    server, url, _ = _serve(lambda port: [*command, str(port)], "/ping", root, env, parse=bytes)
     try:
         rows = [["A short sentence.", None], ["A first segment.", "And a second one."]]
         body = {"dataframe_split": {"columns": ["text_a", "text_b"], "data": rows}}
-        answer = _post(f"http://127.0.0.1:{port}/invocations", body)["predictions"]
+        answer = _post(f"{url}/invocations", body)["predictions"]
         assert len(answer) == 2
         hidden = TINY_PRETRAIN["pretrain_model.model.overrides.hidden_size"]
         assert all(len(row["cls_embedding"]) == hidden for row in answer)
@@ -358,10 +372,9 @@ def test_kedro_viz_run_serves_the_pipelines(tmp_path, project_root):
     shutil.copy(project_root / "pyproject.toml", tmp_path)
     shutil.copytree(project_root / "conf", tmp_path / "conf")
     (tmp_path / "src").mkdir()
-    port = _free_port()
-    command = [str(BIN / "kedro"), "viz", "run", "--host", "127.0.0.1", "--port", str(port)]
-    server, main = _serve(
-        [*command, "--no-browser"], f"http://127.0.0.1:{port}/api/main", tmp_path, _env(tmp_path)
+    command = [str(BIN / "kedro"), "viz", "run", "--no-browser", "--host", "127.0.0.1", "--port"]
+    server, _, main = _serve(
+        lambda port: [*command, str(port)], "/api/main", tmp_path, _env(tmp_path)
     )
     try:
         assert {"pretrain", "finetune_glue"} <= {p["id"] for p in main["pipelines"]}
@@ -490,12 +503,15 @@ def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, mo
 def test_make_notebook_starts_jupyter_lab_with_the_kedro_kernel(tmp_path, project_root):
     """`make notebook`'s `kedro jupyter lab`: the server answers with the project's kernel."""
     pytest.importorskip("jupyterlab")
-    port = _free_port()
     command = [str(BIN / "kedro"), "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1"]
-    command += ["--port", str(port), "--IdentityProvider.token="]
+    command += ["--IdentityProvider.token=", "--ServerApp.port_retries=0"]  # _serve retries
     command += ["--allow-root"] if os.geteuid() == 0 else []  # Jupyter refuses root otherwise
-    url = f"http://127.0.0.1:{port}/api/kernelspecs"
-    server, specs = _serve(command, url, project_root, _env(tmp_path))
+    server, _, specs = _serve(
+        lambda port: [*command, "--port", str(port)],
+        "/api/kernelspecs",
+        project_root,
+        _env(tmp_path),
+    )
     try:
         assert specs["default"] == "kedro_bert_pipeline"
         assert "kedro_bert_pipeline" in specs["kernelspecs"]

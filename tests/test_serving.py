@@ -28,7 +28,7 @@ from bert_pipeline.model.checkpoint import (
 from bert_pipeline.params import ConfigError
 from bert_pipeline.serving import ARTIFACT, BertPyfunc, log_bert_model
 from tests.glue.helpers import tiny_checkpoint
-from tests.test_readme_commands import BIN, _free_port, _serve, _stop
+from tests.test_readme_commands import BIN, _serve, _stop
 
 
 @pytest.fixture(scope="module")
@@ -212,13 +212,12 @@ def served(tmp_path_factory) -> str:
             logged = log_bert_model(write_checkpoint(checkpoint, root / "m"), example)
     finally:
         mlflow.set_tracking_uri(None)
-    port = _free_port()
     command = [str(BIN / "mlflow"), "models", "serve", "-m", logged["model_uri"]]
-    command += ["--env-manager", "local", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--env-manager", "local", "--host", "127.0.0.1", "--port"]
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri, PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
     env["SERVING_MODEL_CONFIG"] = json.dumps({"max_rows": 3, "max_text_chars": 200})
-    server, _ = _serve(command, f"http://127.0.0.1:{port}/ping", root, env, parse=bytes)
-    yield f"http://127.0.0.1:{port}/invocations"
+    server, url, _ = _serve(lambda port: [*command, str(port)], "/ping", root, env, parse=bytes)
+    yield f"{url}/invocations"
     _stop(server)
 
 

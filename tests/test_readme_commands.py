@@ -174,7 +174,7 @@ def _serve(command, path: str, cwd: Path, env: dict[str, str], parse=json.loads)
             raise AssertionError(
                 f"{command(port)[:3]} did not answer at {base + path}:\n{output[-2000:]}"
             )
-    raise AssertionError(f"{command(0)[:3]}: five ports were taken before it could bind")
+    raise AssertionError(f"{command(port)[:3]}: five ports were taken:\n{output[-2000:]}")
 
 
 def _stop(server: subprocess.Popen) -> None:

@@ -505,6 +505,25 @@ def test_no_nsp_ablation_trains_on_the_mlm_loss_only(tmp_path, tiny_tokenizer, t
         assert losses[("train/loss", step)] == losses[("train/mlm_loss", step)]
 
 
+def test_nsp_loss_weight_scales_the_nsp_term_of_the_training_loss(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    result = run_training(
+        tiny_examples, tiny_tokenizer, tiny_config(tmp_path, nsp_loss_weight=3.0, max_steps=3)
+    )
+    losses = result.history.set_index(["metric", "step"])["value"]
+    steps = result.history.loc[result.history.metric == "train/loss", "step"]
+    assert len(steps) == 3
+    for step in steps:
+        mlm, nsp = losses[("train/mlm_loss", step)], losses[("train/nsp_loss", step)]
+        assert losses[("train/loss", step)] == pytest.approx(mlm + 3.0 * nsp, rel=1e-5)
+
+
+def test_nsp_loss_weight_must_not_be_negative(tmp_path):
+    with pytest.raises(TrainingConfigError, match=r"pretrain_model\.nsp_loss_weight"):
+        tiny_config(tmp_path, nsp_loss_weight=-1.0)
+
+
 def test_left_to_right_objective_predicts_every_next_token(tmp_path, tiny_tokenizer, tiny_examples):
     """ "LTR & No NSP": a causal model whose LM head reads every position for the next token."""
     from bert_pipeline.pipelines.pretrain_model.nodes import pretrain_bert

@@ -152,6 +152,8 @@ class TrainingConfig(DeviceParams):
     masked_lm_prob: float = 0.15
     max_predictions_per_seq: int = 20
     next_sentence: bool = True  # false: MLM loss only (the examples' B always continues A)
+    # The training loss is mlm + nsp_loss_weight * nsp (the paper: 1)
+    nsp_loss_weight: float = 1.0
     pad_to_multiple_of: int = 8
     val_split: float = 0.1
     num_workers: int = 0
@@ -252,6 +254,13 @@ class TrainingConfig(DeviceParams):
             "dropout",
             "must be in [0, 1) or null",
             self.dropout,
+        )
+        require(
+            self.nsp_loss_weight >= 0,
+            root,
+            "nsp_loss_weight",
+            "must be >= 0",
+            self.nsp_loss_weight,
         )
         require(
             self.masking in MASKING_MODES,

@@ -40,6 +40,7 @@ class BertPretrainingModule(pl.LightningModule):
         warmup_steps: int = 0,
         max_steps: int = 1000,
         next_sentence: bool = True,
+        nsp_loss_weight: float = 1.0,
         objective: str = "mlm",
     ) -> None:
         super().__init__()
@@ -58,7 +59,9 @@ class BertPretrainingModule(pl.LightningModule):
         out = self(batch)
         bs = batch["input_ids"].shape[0]
         # "No NSP" (next_sentence=false): every B continues its A, only the MLM loss trains
-        loss = out.loss if self.hparams.next_sentence else out.mlm_loss
+        loss = out.mlm_loss
+        if self.hparams.next_sentence:
+            loss = loss + self.hparams.nsp_loss_weight * out.nsp_loss
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)
         self.log(f"train/{self.hparams.objective}_loss", out.mlm_loss, batch_size=bs)
         if self.hparams.next_sentence:

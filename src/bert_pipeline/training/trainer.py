@@ -258,6 +258,7 @@ def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretraini
         warmup_steps=cfg.schedule.warmup_steps,
         max_steps=cfg.schedule.max_steps,
         next_sentence=cfg.next_sentence,
+        nsp_loss_weight=cfg.nsp_loss_weight,
         objective=cfg.objective,
     )
     if cfg.model.init_from:

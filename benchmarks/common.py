@@ -215,8 +215,12 @@ def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) 
     }
 
 
-def ours_step(model, opt, b, *, bf16: bool = False, clip: float | None = None) -> float:
-    """One step of our model; `bf16` under CPU autocast, `clip` the gradient norm first."""
+def ours_step(
+    model, opt, b, *, bf16: bool = False, clip: float | None = None, logits: bool = False
+) -> float:
+    """One training step of our model, as pretrain_model's (the loss without the masked-LM
+    logits); `bf16` under CPU autocast, `clip` the gradient norm first, `logits` the forward
+    that also returns the logits (the plain head)."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = model(
             b["input_ids"],
@@ -225,6 +229,7 @@ def ours_step(model, opt, b, *, bf16: bool = False, clip: float | None = None) -
             b["masked_lm_positions"],
             b["masked_lm_labels"],
             b["next_sentence_label"],
+            return_logits=logits,
         ).loss
     opt.zero_grad(set_to_none=True)
     loss.backward()

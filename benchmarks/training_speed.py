@@ -3,9 +3,11 @@
 Each variant is what `pretrain_model` runs for that setting: `precision` 32 (fused AdamW) or
 bf16-mixed (torch.autocast; foreach AdamW, as Lightning refuses clipping with a fused one),
 `compile` (torch.compile of the model), `dropout` (0.1 or 0.0 while pretraining). A step is
-forward + backward + clipping at norm 1.0 + AdamW. All variants start from the same weights,
-see the same batches and run interleaved (rotating order), so that load from other processes
-hits them alike; we report the median over the timed steps.
+forward + backward + clipping at norm 1.0 + AdamW. "logits kept" is the fp32 step with the
+masked-LM loss taken from the [N, vocab] logits, as every step was before
+`linear_cross_entropy` (fp32 training steps now skip them; bf16 keeps them). All variants start
+from the same weights, see the same batches and run interleaved (rotating order), so that load
+from other processes hits them alike; we report the median over the timed steps.
 
     python benchmarks/training_speed.py --preset tiny --vocab-size 16000 --batch-size 64
 
@@ -37,17 +39,20 @@ from bert_pipeline.model import BertConfig, BertForPreTraining
 
 OUT = Path(__file__).with_suffix(".md")
 
-# name: (bf16-mixed, compile, dropout while pretraining)
+# name: (bf16-mixed, compile, dropout while pretraining, masked-LM logits kept)
 VARIANTS = {
-    "fp32": (False, False, 0.1),
-    "bf16": (True, False, 0.1),
-    "bf16+compile": (True, True, 0.1),
-    "bf16+compile, dropout 0": (True, True, 0.0),
+    "fp32": (False, False, 0.1, False),
+    "fp32, logits kept": (False, False, 0.1, True),
+    "fp32, dropout 0": (False, False, 0.0, False),
+    "fp32, dropout 0, logits kept": (False, False, 0.0, True),
+    "bf16": (True, False, 0.1, True),
+    "bf16+compile": (True, True, 0.1, True),
+    "bf16+compile, dropout 0": (True, True, 0.0, True),
 }
 
 
 def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
-    bf16, compile_, dropout = VARIANTS[name]
+    bf16, compile_, dropout, logits = VARIANTS[name]
     config = BertConfig.from_preset(
         args.preset,
         vocab_size=args.vocab_size,
@@ -62,7 +67,7 @@ def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
     opt = torch.optim.AdamW(
         model.parameters(), lr=1e-4, **({"foreach": True} if bf16 else {"fused": True})
     )
-    return model, opt, bf16
+    return model, opt, bf16, logits
 
 
 def main() -> None:
@@ -97,9 +102,9 @@ def main() -> None:
     for i in range(args.warmup + args.steps):
         batch = make_batch(gen, args, args.vocab_size)
         for name in names[i % len(names) :] + names[: i % len(names)]:
-            model, opt, bf16 = runners[name]
+            model, opt, bf16, logits = runners[name]
             start = time.perf_counter()
-            ours_step(model, opt, batch, bf16=bf16, clip=1.0)
+            ours_step(model, opt, batch, bf16=bf16, clip=1.0, logits=logits)
             if i >= args.warmup:
                 times[name].append(time.perf_counter() - start)
         if i >= args.warmup:

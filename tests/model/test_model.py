@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from bert_pipeline.model import (
     BertConfig,
@@ -11,6 +12,7 @@ from bert_pipeline.model import (
     BertForSequenceClassification,
     BertModel,
 )
+from bert_pipeline.model.bert import LOSS_CHUNK_ROWS, linear_cross_entropy
 
 TINY = dict(vocab_size=97, max_position_embeddings=64)
 
@@ -130,6 +132,52 @@ def test_gathered_mlm_head_equals_full_head():
     torch.testing.assert_close(out.prediction_logits, expected, atol=1e-5, rtol=1e-5)
     expected_loss = torch.nn.functional.cross_entropy(expected, labels[keep])
     torch.testing.assert_close(out.mlm_loss, expected_loss)
+
+
+@pytest.mark.parametrize("rows", [1, LOSS_CHUNK_ROWS, 2 * LOSS_CHUNK_ROWS + 5])
+def test_linear_cross_entropy_equals_cross_entropy_of_the_logits(rows):
+    gen = torch.Generator().manual_seed(rows)
+    x = torch.randn(rows, 16, generator=gen)
+    weight = torch.randn(300, 16, generator=gen)
+    bias = torch.randn(300, generator=gen)
+    targets = torch.randint(0, 300, (rows,), generator=gen)
+
+    def loss_and_grads(loss_fn):
+        leaves = [t.clone().requires_grad_() for t in (x, weight, bias)]
+        loss = loss_fn(*leaves, targets) * 3.0  # a non-unit upstream gradient
+        loss.backward()
+        return loss.detach(), *(leaf.grad for leaf in leaves)
+
+    fused = loss_and_grads(linear_cross_entropy)
+    plain = loss_and_grads(lambda x, w, b, t: F.cross_entropy(F.linear(x, w, b), t))
+    for got, expected in zip(fused, plain, strict=True):
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_training_forward_without_logits_gives_the_same_losses_and_gradients():
+    torch.manual_seed(0)
+    config = tiny_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = BertForPreTraining(config).train()
+    ids, tt, am = random_batch()
+    positions = torch.tensor([[1, 4, 0], [2, 3, 9], [5, 6, 7]])
+    labels = torch.tensor([[5, 6, -100], [7, 8, 9], [10, 11, 12]])
+    nsp = torch.tensor([0, 1, 0])
+    results = []
+    for return_logits in (True, False):
+        model.zero_grad()
+        out = model(ids, tt, am, positions, labels, nsp, return_logits=return_logits)
+        out.loss.backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters()}
+        results.append((out, grads))
+    (plain, plain_grads), (fused, fused_grads) = results
+    assert fused.prediction_logits is None and plain.prediction_logits.shape == (8, 97)
+    torch.testing.assert_close(fused.mlm_loss, plain.mlm_loss)
+    torch.testing.assert_close(fused.loss, plain.loss)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, atol=1e-6, rtol=1e-5, msg=name)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bf16 keeps the plain head
+        out = model(ids, tt, am, positions, labels, nsp, return_logits=False)
+    assert out.prediction_logits is not None
 
 
 def test_no_masked_token_gives_zero_mlm_loss_with_graph():

@@ -519,6 +519,24 @@ def test_nsp_loss_weight_scales_the_nsp_term_of_the_training_loss(
         assert losses[("train/loss", step)] == pytest.approx(mlm + 3.0 * nsp, rel=1e-5)
 
 
+def test_fp32_training_steps_take_the_mlm_loss_without_its_logits(
+    tmp_path, tiny_tokenizer, tiny_examples, monkeypatch
+):
+    from bert_pipeline.model import bert
+
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return linear_cross_entropy(*args)
+
+    linear_cross_entropy = bert.linear_cross_entropy
+    monkeypatch.setattr(bert, "linear_cross_entropy", counted)
+    result = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path, max_steps=3))
+    assert len(calls) == 3  # every training step; validation reads the logits
+    assert "val/mlm_accuracy" in result.metrics
+
+
 def test_nsp_loss_weight_must_not_be_negative(tmp_path):
     with pytest.raises(TrainingConfigError, match=r"pretrain_model\.nsp_loss_weight"):
         tiny_config(tmp_path, nsp_loss_weight=-1.0)

@@ -4,8 +4,10 @@ Module and parameter names follow Hugging Face's ``modeling_bert`` one-to-one, s
 ``state_dict()`` keys and shapes equal those of ``transformers.BertModel`` /
 ``BertForPreTraining`` / ``BertForSequenceClassification`` and checkpoints move both ways
 without renaming. The deliberate differences are for speed in pre-training: the masked-LM
-head runs only on the gathered masked positions, not on every token, and the last encoder
-layer only on those and [CLS] (see ``BertForPreTraining``); outputs are the same.
+head runs only on the gathered masked positions, not on every token, the last encoder
+layer only on those and [CLS] (see ``BertForPreTraining``), and a training step can take
+the masked-LM loss without the [N, vocab] logits (``linear_cross_entropy``); outputs are the
+same.
 """
 
 from __future__ import annotations
@@ -299,6 +301,55 @@ class BertLMPredictionHead(nn.Module):
         return self.decoder(self.transform(x))
 
 
+LOSS_CHUNK_ROWS = 96  # rows of logits per chunk: 96 x a 16k vocab (6 MB) stays in cache
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """cross_entropy(x @ weight.T + bias, targets), its gradients made in the forward pass.
+
+    Chunk by chunk of rows, the logits become the softmax and then the gradient in place while
+    they are in cache, so the [N, vocab] logits are never written to memory: for a 128-wide
+    model that tensor's passes (bias copy, log-softmax and its backward, the one-hot fill,
+    the bias sum) cost more than its matmuls (benchmarks/training_speed_no_bf16_units.md).
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
+        n = x.shape[0]
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        grad_x = torch.empty_like(x) if need_x else None
+        grad_w = torch.zeros_like(weight) if need_w else None
+        grad_b = torch.zeros_like(bias) if need_b else None
+        total = x.new_zeros((), dtype=torch.float32)
+        for start in range(0, n, LOSS_CHUNK_ROWS):
+            rows = slice(start, start + LOSS_CHUNK_ROWS)
+            xc, tc = x[rows], targets[rows]
+            logits = F.linear(xc, weight, bias).float()
+            lse = torch.logsumexp(logits, dim=1)
+            total += (lse - logits.gather(1, tc[:, None]).squeeze(1)).sum()
+            grad = logits.sub_(lse[:, None]).exp_()  # softmax - one-hot, over n
+            grad[torch.arange(len(tc), device=tc.device), tc] -= 1.0
+            grad.mul_(1.0 / n)
+            if need_x:
+                torch.mm(grad, weight, out=grad_x[rows])
+            if need_w:
+                grad_w.addmm_(grad.t(), xc)
+            if need_b:
+                grad_b += grad.sum(0)
+        ctx.save_for_backward(grad_x, grad_w, grad_b)
+        return total / n
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor):
+        return *(None if g is None else g * grad_loss for g in ctx.saved_tensors), None
+
+
+def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
+    """``F.cross_entropy(F.linear(x, weight, bias), targets)`` (mean over the rows of ``x``,
+    every target valid) without the logits in memory: fp32 only, no double backward."""
+    return _LinearCrossEntropy.apply(x, weight, bias, targets)
+
+
 class BertPreTrainingHeads(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -309,14 +360,16 @@ class BertPreTrainingHeads(nn.Module):
 class BertPreTrainingOutput(NamedTuple):
     """Losses are None when the matching labels are not given.
 
-    ``prediction_logits`` is [N, vocab] for the N entries with ``masked_lm_labels != IGNORE_INDEX``
-    (row-major over [B, P]) when labels are given, else [B, P, vocab] for every position asked for.
+    ``prediction_logits`` is None where the forward took the masked-LM loss without them
+    (``return_logits=False``, see ``BertForPreTraining.forward``), else [N, vocab] for the N
+    entries with ``masked_lm_labels != IGNORE_INDEX`` (row-major over [B, P]) when labels are
+    given, else [B, P, vocab] for every position asked for.
     """
 
     loss: Tensor | None
     mlm_loss: Tensor | None
     nsp_loss: Tensor | None
-    prediction_logits: Tensor
+    prediction_logits: Tensor | None
     seq_relationship_logits: Tensor
 
 
@@ -345,7 +398,10 @@ class BertForPreTraining(BertPreTrainedModel):
         masked_lm_positions: Tensor | None = None,
         masked_lm_labels: Tensor | None = None,
         next_sentence_label: Tensor | None = None,
+        return_logits: bool = True,
     ) -> BertPreTrainingOutput:
+        """``return_logits=False`` (a training step's): the masked-LM loss without its logits,
+        through ``linear_cross_entropy`` where it applies (fp32, eager, some masked token)."""
         B, T = input_ids.shape
         if masked_lm_positions is None:  # every position, HF style
             masked_lm_positions = torch.arange(T, device=input_ids.device).expand(B, T)
@@ -356,16 +412,33 @@ class BertForPreTraining(BertPreTrainedModel):
         if masked_lm_labels is not None:
             keep = masked_lm_labels != IGNORE_INDEX
             masked_hidden = masked_hidden[keep]  # [N, H]
-        prediction_logits = self.cls.predictions(masked_hidden)
-        seq_relationship_logits = self.cls.seq_relationship(pooled_output)
-
-        mlm_loss = nsp_loss = loss = None
-        if masked_lm_labels is not None:
             targets = masked_lm_labels[keep]
-            if targets.numel():
-                mlm_loss = F.cross_entropy(prediction_logits.float(), targets)
-            else:  # no masked token in the batch: a zero that still has a graph
-                mlm_loss = prediction_logits.sum() * 0.0
+        seq_relationship_logits = self.cls.seq_relationship(pooled_output)
+        # Under autocast the bf16 matmuls of the plain path are what AMX speeds up, and
+        # torch.compile fuses the plain path itself.
+        fused = (
+            not return_logits
+            and masked_lm_labels is not None
+            and targets.numel() > 0
+            and self.cls.predictions.bias.dtype == torch.float32
+            and not torch.is_autocast_enabled(input_ids.device.type)
+            and not torch.compiler.is_compiling()
+        )
+        prediction_logits = None
+        mlm_loss = nsp_loss = loss = None
+        if fused:
+            head = self.cls.predictions
+            mlm_loss = linear_cross_entropy(
+                head.transform(masked_hidden), head.decoder.weight, head.bias, targets
+            )
+        else:
+            prediction_logits = self.cls.predictions(masked_hidden)
+            if masked_lm_labels is not None:
+                if targets.numel():
+                    mlm_loss = F.cross_entropy(prediction_logits.float(), targets)
+                else:  # no masked token in the batch: a zero that still has a graph
+                    mlm_loss = prediction_logits.sum() * 0.0
+        if masked_lm_labels is not None:
             loss = mlm_loss
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(

@@ -52,11 +52,11 @@ class BertPretrainingModule(pl.LightningModule):
         self.val_mlm_accuracy = MeanMetric()
         self.val_nsp_accuracy = MeanMetric()
 
-    def forward(self, batch: dict[str, torch.Tensor]):
-        return self.model(**{k: batch[k] for k in BATCH_KEYS})
+    def forward(self, batch: dict[str, torch.Tensor], return_logits: bool = True):
+        return self.model(**{k: batch[k] for k in BATCH_KEYS}, return_logits=return_logits)
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        out = self(batch)
+        out = self(batch, return_logits=False)  # the losses only: no [N, vocab] logits
         bs = batch["input_ids"].shape[0]
         # "No NSP" (next_sentence=false): every B continues its A, only the MLM loss trains
         loss = out.mlm_loss

@@ -96,6 +96,21 @@ def test_padding_invariance():
     torch.testing.assert_close(seq[1, :11], seq_1[0], atol=1e-5, rtol=1e-5)
 
 
+def test_a_compiled_training_step_is_one_graph_with_the_eager_loss():
+    """Under torch.compile a host read (the mask's `.all()`) or a data-dependent shape (the used
+    masked rows) breaks the graph: Dynamo warned at the start of every compiled (bf16) budget
+    run and compiled the step in three pieces."""
+    model = BertForPreTraining(tiny_config()).eval()
+    ids, tt, am = random_batch()
+    positions = torch.tensor([[1, 2, 3], [4, 5, 0], [6, 7, 0]])
+    labels = torch.tensor([[7, 8, 9], [10, 11, -100], [12, -100, -100]])
+    args = (ids, tt, torch.ones_like(am), positions, labels, torch.tensor([0, 1, 0]))
+    explanation = torch._dynamo.explain(model)(*args, return_logits=False)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    compiled = torch.compile(model, backend="eager")  # Dynamo's graph, run without Inductor
+    torch.testing.assert_close(compiled(*args, return_logits=False).loss, model(*args).loss)
+
+
 def test_mean_pooled_classifier_reads_only_the_unpadded_tokens():
     torch.manual_seed(0)
     model = BertForSequenceClassification(tiny_config(classifier_pooling="mean"), 2).eval()

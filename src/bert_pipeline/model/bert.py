@@ -208,7 +208,11 @@ def extended_attention_mask(
     `causal` (a left-to-right encoder reading `input_ids`) also hides the later positions:
     [B or 1, 1, T, T] on the inputs' device."""
     keys = None
-    if attention_mask is not None and not bool(attention_mask.all()):
+    # Eager: no mask when nothing is padded, so SDPA can take its fastest kernel. Compiled: the
+    # check would read a tensor on the host and break the graph, so the mask is always passed.
+    if attention_mask is not None and (
+        torch.compiler.is_compiling() or not bool(attention_mask.all())
+    ):
         keys = attention_mask.bool()[:, None, None, :]
     if not causal:
         return keys
@@ -410,9 +414,14 @@ class BertForPreTraining(BertPreTrainedModel):
         hidden, pooled_output = self.bert(input_ids, token_type_ids, attention_mask, rows)
         masked_hidden = hidden[:, 1:]  # [B, P, H]
         if masked_lm_labels is not None:
-            keep = masked_lm_labels != IGNORE_INDEX
-            masked_hidden = masked_hidden[keep]  # [N, H]
-            targets = masked_lm_labels[keep]
+            if not return_logits and torch.compiler.is_compiling():
+                # A compiled training step keeps every slot (the loss ignores the unused ones):
+                # selecting the used rows has a data-dependent shape and breaks the graph.
+                masked_hidden, targets = masked_hidden.flatten(0, 1), masked_lm_labels.flatten()
+            else:
+                keep = masked_lm_labels != IGNORE_INDEX
+                masked_hidden = masked_hidden[keep]  # [N, H]
+                targets = masked_lm_labels[keep]
         seq_relationship_logits = self.cls.seq_relationship(pooled_output)
         # Under autocast the bf16 matmuls of the plain path are what AMX speeds up, and
         # torch.compile fuses the plain path itself.
@@ -433,11 +442,10 @@ class BertForPreTraining(BertPreTrainedModel):
             )
         else:
             prediction_logits = self.cls.predictions(masked_hidden)
-            if masked_lm_labels is not None:
-                if targets.numel():
-                    mlm_loss = F.cross_entropy(prediction_logits.float(), targets)
-                else:  # no masked token in the batch: a zero that still has a graph
-                    mlm_loss = prediction_logits.sum() * 0.0
+            if masked_lm_labels is not None:  # the mean over the masked tokens; 0 if none
+                mlm_loss = F.cross_entropy(
+                    prediction_logits.float(), targets, ignore_index=IGNORE_INDEX, reduction="sum"
+                ) / (targets != IGNORE_INDEX).sum().clamp(min=1)
         if masked_lm_labels is not None:
             loss = mlm_loss
         if next_sentence_label is not None:

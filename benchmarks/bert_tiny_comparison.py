@@ -7,9 +7,12 @@ held-out slice of train. Per task the learning rate with the best mean hold-out 
 seeds is chosen; the cells are the dev metrics of that rate's trials (each at the epoch its
 hold-out chose), mean and standard deviation over the seeds. Dev never chooses anything.
 
+Rows are kept in `--results` (a JSON line per row and task), so rows made on other machines or
+in earlier sessions stay in the table; `--row` with a name already there replaces that row.
+
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
-        [--note "how the rows were made"] [--output benchmarks/bert_tiny_comparison.md]
+        [--note "how the rows were made"] [--results benchmarks/bert_tiny_comparison.jsonl]
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import json
 import statistics
 from pathlib import Path
 
-from common import ROOT, command_line, cpu_name, mean_sd, write_report
+from common import ROOT, command_line, mean_sd, write_report
 
 from bert_pipeline.glue.module import HOLDOUT
 from bert_pipeline.glue.tasks import get_task
 
+STEM = Path(__file__).stem
 TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
 # google-research/bert README, "Here are the corresponding GLUE scores on the test set": the best
 # of batch {8, 16, 32, 64, 128} x lr {3e-4, 1e-4, 5e-5, 3e-5}, 4 epochs, per task
@@ -63,7 +67,7 @@ def task_cell(record: dict) -> dict:
         "rate": rate,
         "seeds": len(by_rate[rate]),
         "train": record["train_examples"],
-        "metrics": {k: mean_sd(v) for k, v in values.items()},
+        "metrics": {k: list(mean_sd(v)) for k, v in values.items()},
     }
 
 
@@ -82,23 +86,43 @@ def _reference(values: dict[str, float]) -> str:
     return " / ".join(f"{k} {v:.1f}" for k, v in values.items())
 
 
+def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
+    """The rows of `path` with `new_rows` in place of those of the same name, written back."""
+    records = []
+    if path.is_file():
+        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    records = [r for r in records if r["row"] not in new_rows]
+    today = str(datetime.date.today())
+    for name, cells in new_rows.items():
+        records += [{"row": name, "task": t, "collected": today, **c} for t, c in cells.items()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    rows: dict[str, dict] = {}
+    for record in records:
+        rows.setdefault(record["row"], {})[record["task"]] = record
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--row", action="append", required=True, help="NAME=finetune data_dir")
+    parser.add_argument("--row", action="append", default=[], help="NAME=finetune data_dir")
     parser.add_argument("--note", default="")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / Path(__file__).stem)
+    parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
     args = parser.parse_args()
-    rows = {}
+    new_rows = {}
     for spec in args.row:
         name, _, folder = spec.partition("=")
-        rows[name] = read_row(Path(folder))
+        new_rows[name] = read_row(Path(folder))
+    rows = update_results(args.results, new_rows)
+    if not rows:
+        raise SystemExit(f"{args.results}: no rows; add one with --row NAME=DIR")
     tasks = [t for t in TASKS if any(t in cells for cells in rows.values())]
     lines = [
         "# The budget model against BERT-Tiny (benchmarks/bert_tiny_comparison.py)",
         "",
-        f"Command: `{command_line('benchmarks/bert_tiny_comparison.py')}`",
-        f"Collected {datetime.date.today()} on {cpu_name()}; the rows' own runs are described "
-        "under the table.",
+        f"Last command: `{command_line('benchmarks/bert_tiny_comparison.py')}`; the rows are "
+        f"those of `{args.results.name}`, each collected on the date it holds from the runs "
+        "described under the table.",
         "",
         "GLUE dev, x100. Ours: the learning rate chosen on a held-out slice of train "
         "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing.",
@@ -124,7 +148,7 @@ def main() -> None:
     ):
         out = [_reference(reference[t]) if t in reference else "-" for t in tasks]
         lines.append(f"| {label} | " + " | ".join(out) + " |")
-    write_report(lines, args.note, args.output.with_suffix(".md"))
+    write_report(lines, args.note, args.output)
 
 
 if __name__ == "__main__":

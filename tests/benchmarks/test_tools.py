@@ -224,20 +224,27 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     folder.mkdir(parents=True)
     record = {"task": "stsb", "train_examples": 90, "trials": trials}
     (folder / "dev_metrics.json").write_text(json.dumps(record))
-    out = tmp_path / "comparison.md"
-    row = f"budget={tmp_path / 'ft'}"
-    run_tool(project_root, "bert_tiny_comparison.py", "--row", row, "--output", str(out))
+    out, results = tmp_path / "comparison.md", tmp_path / "comparison.jsonl"
+    tool = ["bert_tiny_comparison.py", "--output", str(out), "--results", str(results)]
+    run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")
     report = out.read_text()
-    assert (
-        "| budget | pearson 45.0 ± 7.1 / spearman 45.0 ± 7.1 (lr 0.001, 2 seeds, 90 train) |"
-        in report
-    )
+    budget = "| budget | pearson 45.0 ± 7.1 / spearman 45.0 ± 7.1 (lr 0.001, 2 seeds, 90 train) |"
+    assert budget in report
     assert "| BERT-Tiny, test (Google, published) | pearson 74.3 / spearman 73.6 |" in report
+    # a later collection (another machine, another session) adds its row beside the kept one
+    record["trials"] = trials[2:]
+    (folder / "dev_metrics.json").write_text(json.dumps(record))
+    run_tool(project_root, *tool, "--row", f"other CPU={tmp_path / 'ft'}")
+    report = out.read_text()
+    assert budget in report and "| other CPU | pearson 97.5 ± 0.7" in report
+    run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")  # made again: replaced
+    assert "| budget | pearson 97.5 ± 0.7" in out.read_text()
+    assert len(results.read_text().splitlines()) == 2
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))
     with pytest.raises(AssertionError, match="made without selection_holdout"):
-        run_tool(project_root, "bert_tiny_comparison.py", "--row", row, "--output", str(out))
+        run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")
 
 
 @pytest.mark.slow

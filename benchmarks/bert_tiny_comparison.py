@@ -87,7 +87,7 @@ def _reference(values: dict[str, float]) -> str:
 
 
 def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
-    """The rows of `path` with `new_rows` in place of those of the same name, written back."""
+    """The rows of `path` with `new_rows` in place of those of the same name (written back)."""
     records = []
     if path.is_file():
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
@@ -95,7 +95,8 @@ def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
     today = str(datetime.date.today())
     for name, cells in new_rows.items():
         records += [{"row": name, "task": t, "collected": today, **c} for t, c in cells.items()]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    if new_rows:  # only rendering: the file stays as it is
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     rows: dict[str, dict] = {}
     for record in records:
         rows.setdefault(record["row"], {})[record["task"]] = record

@@ -17,18 +17,38 @@ seeds is kept, and a cell is that mean and its standard deviation over the seeds
 
 `--env` (default budget) and `--set key=value` (any runtime parameter, repeatable) reach every
 `kedro run`; the reports name them. Data: ../shared/data/glue and ../shared/data/squad.
+
+On a GPU machine without Kedro, MLflow or ../shared (the workplace's lent one), the rows pretrain
+through the distributed entry point `bert_pipeline.training.launch` with the same `pretrain_model`
+parameters (conf/base merged with the `--env` folder, as Kedro merges them). The examples that
+`kedro run --env budget --pipeline pretrain_data` made here travel packed (the columns the
+training reads: token ids as uint16, segment-A lengths, NSP labels, document keys), in
+xz-compressed parts small enough for the machine's transfer limit; each row trains in its own
+process session, so it outlives the command that started it:
+
+    python benchmarks/ablation.py pack --work /data/ablation --rows bert no_nsp --out .abl
+    # there, once per batch of parts (PYTHONPATH=src:benchmarks)
+    python benchmarks/ablation.py gpu-start --packed .abl --work /tmp/ablation
+    python benchmarks/ablation.py gpu-collect --work /tmp/ablation --out $OUT --wait 540
+    # here: the returned files into <work>/<row>/06_models, then finetune/curve/report as above
+    python benchmarks/ablation.py restore --work /data/ablation --files <returned files>
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import lzma
 import os
 import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from common import ROOT, SHARED_DATA, command_line, cpu_name, kedro_run_command, mean_sd
@@ -49,6 +69,7 @@ LABELS = {
     "ltr": "LTR & No NSP",
     "ltr_bilstm": "+ BiLSTM",
 }
+CURVE_ROWS = ["bert", "ltr"]  # Figure 5: MLM against LTR
 SQUAD = "squad"
 SQUAD_FILES = {"squad_train": "train-v1.1-slice.json", "squad_dev": "dev-v1.1.json"}
 
@@ -165,12 +186,245 @@ def export_checkpoints(row: str, work: Path) -> list[tuple[int, Path]]:
 
 def curve(args: argparse.Namespace) -> None:
     for row in args.rows:
-        for step, folder in export_checkpoints(row, args.work):
+        steps = dict(export_checkpoints(row, args.work))
+        metrics = args.work / row / "08_reporting" / "pretrain_metrics.json"
+        last = json.loads(metrics.read_text())["global_step"]
+        steps.setdefault(last, model_dir(args.work, row))  # the exported model ends the curve
+        for step, folder in sorted(steps.items()):
             data = args.work / "curve_finetune" / row / f"step-{step}"
             if trial_record(args.task, data).is_file():
                 continue
             params = task_params(args.task, folder, ROWS[row][2], args.lrs[0], args.seeds[0], data)
             kedro_run(args, *pipeline_of(args.task), params, data / "log.txt")
+
+
+def data_params(row: str) -> dict:
+    return {k: v for k, v in (ROWS[row][1] or {}).items() if k.startswith("pretrain_data.")}
+
+
+def examples_row(row: str) -> str:
+    """The first row pretrained on the same examples as `row` (the same pretrain_data settings)."""
+    return next(r for r in ROWS if ROWS[r][1] is not None and data_params(r) == data_params(row))
+
+
+def pack(args: argparse.Namespace) -> None:
+    """Each row's examples (already made here) as xz parts: <row>.partK-of-N.xz."""
+    import numpy as np
+    import pandas as pd
+
+    from bert_pipeline.data.shards import load_example_shards
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    for row in dict.fromkeys(examples_row(r) for r in args.rows):
+        shards = load_example_shards(args.work / row / "05_model_input" / "pretraining_examples")
+        if shards.manifest["parameters"].get("masking") != "dynamic":
+            sys.exit(f"{row}: only dynamically masked examples travel (no stored masks)")
+        table = shards.table()
+        ids = table.column("input_ids").combine_chunks()
+        lengths = np.diff(ids.offsets.to_numpy())
+        types = table.column("token_type_ids").combine_chunks().values.to_numpy()
+        a_len = lengths - np.add.reduceat(types, ids.offsets.to_numpy()[:-1], dtype=np.int64)
+        values = ids.values.to_numpy()
+        if values.max() >= 2**16 or lengths.max() >= 2**8:
+            sys.exit(f"{row}: token ids or lengths too large for the packed format")
+        if not np.array_equal(types, segment_types(lengths, a_len)):
+            sys.exit(f"{row}: token_type_ids are not one A run then one B run")
+        codes, doc_ids = pd.factorize(table.column("a_doc_id").to_numpy(zero_copy_only=False))
+        arrays = io.BytesIO()
+        np.savez(
+            arrays, ids=values.astype(np.uint16), lengths=lengths.astype(np.uint8),
+            a_len=a_len.astype(np.uint8), doc=codes.astype(np.int32),
+            nsp=table.column("next_sentence_label").to_numpy().astype(np.int8),
+            shard_rows=np.array([s["rows"] for s in shards.manifest["shards"]]),
+        )  # fmt: skip
+        meta = {"manifest": shards.manifest, "doc_ids": list(doc_ids)}
+        tokenizer = args.work / row / "06_models" / "tokenizer"
+        raw = tar_bytes(
+            {"arrays.npz": arrays.getvalue(), "meta.json": json.dumps(meta).encode()}
+            | {f"tokenizer/{p.name}": p.read_bytes() for p in tokenizer.iterdir()}
+        )
+        size = max(1, int(args.part_mib * 2**20))
+        chunks = [raw[i : i + size] for i in range(0, len(raw), size)]
+        with ProcessPoolExecutor(os.cpu_count()) as pool:
+            for k, part in enumerate(pool.map(lzma.compress, chunks), 1):
+                path = args.out / f"{row}.part{k}-of-{len(chunks)}.xz"
+                path.write_bytes(part)
+                print(f"{path}: {len(part) / 2**20:.1f} MiB", flush=True)
+
+
+def segment_types(lengths, a_len):
+    """token_type_ids of rows that are `a_len` zeros then ones, concatenated."""
+    import numpy as np
+
+    runs = np.column_stack([a_len, lengths - a_len]).ravel()
+    return np.repeat(np.tile(np.array([0, 1], np.int8), len(lengths)), runs)
+
+
+def tar_bytes(files: dict[str, bytes]) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def unpack(parts: list[Path], folder: Path) -> None:
+    """The examples folder (shards + manifest) and tokenizer of one packed row."""
+    import numpy as np
+    import pyarrow as pa
+
+    from bert_pipeline.data.shards import MANIFEST_FILE, write_shard
+
+    raw = b"".join(lzma.decompress(p.read_bytes()) for p in parts)
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        tar.extractall(folder, filter="data")
+    arrays = np.load(folder / "arrays.npz")
+    meta = json.loads((folder / "meta.json").read_text())
+    lengths = arrays["lengths"].astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    ids = arrays["ids"].astype(np.int32)
+    types = segment_types(lengths, arrays["a_len"].astype(np.int64))
+    docs = np.asarray(meta["doc_ids"], dtype=object)[arrays["doc"]]
+    examples, start, written = folder / "examples", 0, []
+    examples.mkdir()
+    for shard, rows in zip(meta["manifest"]["shards"], arrays["shard_rows"], strict=True):
+        o = offsets[start : start + rows + 1]
+        local = pa.array(o - o[0], pa.int32())
+
+        def column(values, kind, o=o, local=local):
+            return pa.ListArray.from_arrays(local, pa.array(values[o[0] : o[-1]], kind))
+
+        none = pa.ListArray.from_arrays(
+            pa.array(np.zeros(rows + 1, np.int32)), pa.array([], pa.int32())
+        )
+        table = pa.table({
+            "input_ids": column(ids, pa.int32()), "token_type_ids": column(types, pa.int8()),
+            "masked_lm_positions": none, "masked_lm_ids": none,
+            "next_sentence_label": pa.array(arrays["nsp"][start : start + rows], pa.int8()),
+            "a_doc_id": pa.array(docs[start : start + rows], pa.string()),
+        })  # fmt: skip
+        write_shard(table, examples / shard["file"])
+        size = (examples / shard["file"]).stat().st_size
+        written.append({"file": shard["file"], "rows": int(rows), "bytes": size})
+        start += rows
+    manifest = {**meta["manifest"], "shards": written}
+    (examples / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+
+
+def gpu_start(args: argparse.Namespace) -> None:
+    """Unpacks the rows whose parts have all arrived and starts their training, once each."""
+    parts = args.work / "parts"
+    parts.mkdir(parents=True, exist_ok=True)
+    for path in args.packed.glob("*.xz"):
+        shutil.move(path, parts / path.name)
+    merged = args.work / "pretrain_model.yml"
+    if not merged.is_file():
+        from omegaconf import OmegaConf
+
+        files = [
+            ROOT / "conf" / env / "parameters_pretrain_model.yml" for env in ("base", args.env)
+        ]
+        OmegaConf.save(OmegaConf.merge(*map(OmegaConf.load, files)), merged)
+    for row in args.rows:
+        data, out = args.work / "data" / examples_row(row), args.work / row
+        found = sorted(
+            parts.glob(f"{examples_row(row)}.part*.xz"),
+            key=lambda p: int(p.name.split(".part")[1].split("-of-")[0]),
+        )
+        needed = int(found[0].stem.split("-of-")[1]) if found else -1
+        if not data.is_dir() and len(found) == needed:
+            unpack(found, data)
+        if not data.is_dir() or (out / "started.json").is_file():
+            print(f"{row}: {'started already' if data.is_dir() else f'{len(found)} part(s) here'}")
+            continue
+        given = {**ROWS[row][1], **dict(item.split("=", 1) for item in args.set)}
+        prefix = "pretrain_model."
+        sets = {k.removeprefix(prefix): v for k, v in given.items() if k.startswith(prefix)}
+        sets |= {
+            "keep_checkpoints": "true",
+            "checkpoint_dir": out / "checkpoints",
+            "progress_bar": "false",
+        }
+        command = [
+            sys.executable, "-m", "bert_pipeline.training.launch",
+            "--examples", data / "examples", "--tokenizer", data / "tokenizer",
+            "--config", merged, "--output", out / "output",
+            "--set", *(f"{k}={v}" for k, v in sets.items()),
+        ]  # fmt: skip
+        out.mkdir(parents=True, exist_ok=True)
+        with (out / "log.txt").open("w") as log:
+            started = subprocess.Popen(
+                list(map(str, command)), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        record = {"pid": started.pid, "time": time.time(), "command": list(map(str, command))}
+        (out / "started.json").write_text(json.dumps(record))
+        print(f"{row}: started, {shlex.join(record['command'])}", flush=True)
+
+
+def gpu_collect(args: argparse.Namespace) -> None:
+    """Waits up to --wait seconds for the started rows, then packs what each has reached."""
+    import psutil
+    import torch
+
+    rows = [r for r in args.rows if (args.work / r / "started.json").is_file()]
+    started = {r: json.loads((args.work / r / "started.json").read_text()) for r in rows}
+    finished = {r: args.work / r / "output" / "metrics.json" for r in rows}
+    deadline = time.time() + args.wait
+    while time.time() < deadline and any(
+        not finished[r].is_file() and psutil.pid_exists(started[r]["pid"]) for r in rows
+    ):
+        time.sleep(5)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for row in rows:
+        out, log = args.work / row, (args.work / row / "log.txt").read_text(errors="replace")
+        print(f"== {row}: " + "\n".join(log.strip().splitlines()[-3:]), flush=True)
+        curve = {}
+        for step in args.curve_steps if row in CURVE_ROWS else []:
+            path = out / "checkpoints" / f"step-{step}.ckpt"
+            if path.is_file():  # weights only, fp16: the optimizer's state stays there
+                state = torch.load(path, map_location="cpu", weights_only=True)["state_dict"]
+                halves: dict = {}  # tied weights stay one tensor
+                half = {
+                    k: halves.setdefault((v.data_ptr(), v.shape), v.half())
+                    for k, v in state.items()
+                    if k.startswith("model.")
+                }
+                buffer = io.BytesIO()
+                torch.save({"state_dict": half}, buffer)
+                curve[f"06_models/pretrain_checkpoints/step-{step}.ckpt"] = buffer.getvalue()
+        if curve:
+            (args.out / f"{row}_curve.tar").write_bytes(tar_bytes(curve))
+        if not finished[row].is_file():
+            continue
+        files = {"pretrain_log.txt": log.encode()}
+        files["ablation_pretrain.json"] = json.dumps({
+            "row": row, "seconds": finished[row].stat().st_mtime - started[row]["time"],
+            "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+            "command": started[row]["command"],
+        }).encode()  # fmt: skip
+        for path in (out / "output" / "model").iterdir():
+            files[f"06_models/bert_pretrained/{path.name}"] = path.read_bytes()
+        for path in (args.work / "data" / examples_row(row) / "tokenizer").iterdir():
+            files[f"06_models/tokenizer/{path.name}"] = path.read_bytes()
+        files["08_reporting/pretrain_history.parquet"] = (
+            out / "output" / "history.parquet"
+        ).read_bytes()
+        files["08_reporting/pretrain_metrics.json"] = finished[row].read_bytes()
+        (args.out / f"{row}.tar").write_bytes(tar_bytes(files))
+
+
+def restore(args: argparse.Namespace) -> None:
+    """The files gpu-collect returned, laid out as `pretrain` leaves a row: <work>/<row>/..."""
+    for path in args.files:
+        row = path.name.split(".")[0].removesuffix("_curve")
+        if path.name == f"{row}.tar" and model_dir(args.work, row).is_dir():
+            sys.exit(f"{model_dir(args.work, row)} exists: restore into another --work")
+        with tarfile.open(path) as tar:
+            tar.extractall(args.work / row, filter="data")
+        print(f"{row}: {path.name} restored into {args.work / row}")
 
 
 def trial_score(task: str, record: dict) -> float:
@@ -256,7 +510,11 @@ def plot(points: dict[str, list[tuple[int, float]]], path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["pretrain", "finetune", "curve", "report"])
+    commands = {
+        "pretrain": pretrain, "finetune": finetune, "curve": curve, "report": report,
+        "pack": pack, "gpu-start": gpu_start, "gpu-collect": gpu_collect, "restore": restore,
+    }  # fmt: skip
+    parser.add_argument("command", choices=list(commands))
     parser.add_argument("--work", type=Path, required=True, help="folder of every run's data")
     parser.add_argument("--rows", nargs="+", default=None, choices=list(ROWS))
     parser.add_argument("--tasks", nargs="+", default=["mrpc", "sst2", "stsb", "rte", SQUAD])
@@ -265,18 +523,25 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--env", default="budget")
     parser.add_argument("--set", action="append", default=[], help="key=value for every run")
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help="report; pack's and gpu-collect's folder"
+    )
+    parser.add_argument(
+        "--packed", type=Path, default=Path(".abl"), help="gpu-start: arrived parts"
+    )
+    parser.add_argument("--part-mib", type=float, default=24, help="pack: raw MiB per xz part")
+    parser.add_argument("--wait", type=float, default=540, help="gpu-collect: seconds at most")
+    parser.add_argument("--curve-steps", nargs="+", type=int, default=[2000, 6000])
+    parser.add_argument("--files", nargs="+", type=Path, default=[], help="restore: returned files")
     args = parser.parse_args()
     defaults = {
         "pretrain": ["bert", "no_nsp", "ltr"],
         "finetune": list(ROWS),
-        "curve": ["bert", "ltr"],
+        "curve": CURVE_ROWS,
         "report": list(ROWS),
     }
-    args.rows = args.rows or defaults[args.command]
-    {"pretrain": pretrain, "finetune": finetune, "curve": curve, "report": report}[args.command](
-        args
-    )
+    args.rows = args.rows or defaults.get(args.command, defaults["pretrain"])
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -26,11 +26,15 @@ training reads: token ids as uint16, segment-A lengths, NSP labels, document key
 xz-compressed parts small enough for the machine's transfer limit; each row trains in its own
 process session, so it outlives the command that started it:
 
-    python benchmarks/ablation.py pack --work /data/ablation --rows bert no_nsp --out .abl
+    # <work>/bert and <work>/no_nsp made here with `kedro run --env budget --pipeline pretrain_data
+    # --params data_dir=<work>/<row>` (+ pretrain_data.examples.next_sentence=false); ltr trains
+    # on no_nsp's examples
+    python benchmarks/ablation.py pack --work /data/ablation --rows bert no_nsp ltr --out .abl
     # there, once per batch of parts (PYTHONPATH=src:benchmarks)
     python benchmarks/ablation.py gpu-start --packed .abl --work /tmp/ablation
     python benchmarks/ablation.py gpu-collect --work /tmp/ablation --out $OUT --wait 540
-    # here: the returned files into <work>/<row>/06_models, then finetune/curve/report as above
+    # here: the returned files into <work>/<row>/ (06_models, 08_reporting, the log and the
+    # parameters), then finetune/curve/report as above
     python benchmarks/ablation.py restore --work /data/ablation --files <returned files>
 """
 
@@ -98,11 +102,17 @@ def model_dir(work: Path, row: str) -> Path:
     return work / ROWS[row][0] / "06_models" / "bert_pretrained"
 
 
+def pretrained_rows(rows: list[str]) -> list[str]:
+    """`rows`, refused in one line if one of them only fine-tunes another row's model."""
+    for row in rows:
+        if ROWS[row][1] is None or ROWS[row][0] != row:
+            sys.exit(f"row {row} fine-tunes the {ROWS[row][0]} model: pretrain {ROWS[row][0]}")
+    return rows
+
+
 def pretrain(args: argparse.Namespace) -> None:
-    for row in args.rows:
+    for row in pretrained_rows(args.rows):
         source, params, _ = ROWS[row]
-        if params is None or source != row:
-            sys.exit(f"row {row} fine-tunes the {source} model: pretrain {source}")
         data = args.work / row
         if model_dir(args.work, row).is_dir():
             print(f"{row}: pretrained already ({model_dir(args.work, row)})")
@@ -122,7 +132,15 @@ def pretrain(args: argparse.Namespace) -> None:
             args.work / "logs" / f"pretrain_{row}.txt",
         )
         (data / "ablation_pretrain.json").write_text(
-            json.dumps({"row": row, "seconds": time.time() - started, "resumed": resume})
+            json.dumps(
+                {
+                    "row": row,
+                    "seconds": time.time() - started,
+                    "resumed": resume,
+                    "device": cpu_name(),
+                    "includes": "the examples and the pretraining",
+                }
+            )  # fmt: skip
         )
 
 
@@ -215,10 +233,17 @@ def pack(args: argparse.Namespace) -> None:
     from bert_pipeline.data.shards import load_example_shards
 
     args.out.mkdir(parents=True, exist_ok=True)
-    for row in dict.fromkeys(examples_row(r) for r in args.rows):
-        shards = load_example_shards(args.work / row / "05_model_input" / "pretraining_examples")
-        if shards.manifest["parameters"].get("masking") != "dynamic":
-            sys.exit(f"{row}: only dynamically masked examples travel (no stored masks)")
+    for row in dict.fromkeys(examples_row(r) for r in pretrained_rows(args.rows)):
+        folder = args.work / row / "05_model_input" / "pretraining_examples"
+        shards = load_example_shards(folder)
+        made = shards.manifest["parameters"]
+        if made.get("masking") != "dynamic":
+            sys.exit(f"{folder}: only dynamically masked examples travel (no stored masks)")
+        nsp = data_params(row).get("pretrain_data.examples.next_sentence", "true")
+        if str(made.get("next_sentence")).lower() != nsp:
+            sys.exit(
+                f"{folder}: made with next_sentence={made.get('next_sentence')}, {row} needs {nsp}"
+            )
         table = shards.table()
         ids = table.column("input_ids").combine_chunks()
         lengths = np.diff(ids.offsets.to_numpy())
@@ -235,7 +260,6 @@ def pack(args: argparse.Namespace) -> None:
             arrays, ids=values.astype(np.uint16), lengths=lengths.astype(np.uint8),
             a_len=a_len.astype(np.uint8), doc=codes.astype(np.int32),
             nsp=table.column("next_sentence_label").to_numpy().astype(np.int8),
-            shard_rows=np.array([s["rows"] for s in shards.manifest["shards"]]),
         )  # fmt: skip
         meta = {"manifest": shards.manifest, "doc_ids": list(doc_ids)}
         tokenizer = args.work / row / "06_models" / "tokenizer"
@@ -278,18 +302,21 @@ def unpack(parts: list[Path], folder: Path) -> None:
     from bert_pipeline.data.shards import MANIFEST_FILE, write_shard
 
     raw = b"".join(lzma.decompress(p.read_bytes()) for p in parts)
+    partial = folder.with_name(folder.name + ".partial")  # renamed once whole
+    shutil.rmtree(partial, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        tar.extractall(folder, filter="data")
-    arrays = np.load(folder / "arrays.npz")
-    meta = json.loads((folder / "meta.json").read_text())
+        tar.extractall(partial, filter="data")
+    arrays = dict(np.load(partial / "arrays.npz"))
+    meta = json.loads((partial / "meta.json").read_text())
     lengths = arrays["lengths"].astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     ids = arrays["ids"].astype(np.int32)
     types = segment_types(lengths, arrays["a_len"].astype(np.int64))
     docs = np.asarray(meta["doc_ids"], dtype=object)[arrays["doc"]]
-    examples, start, written = folder / "examples", 0, []
+    examples, start, written = partial / "examples", 0, []
     examples.mkdir()
-    for shard, rows in zip(meta["manifest"]["shards"], arrays["shard_rows"], strict=True):
+    for shard in meta["manifest"]["shards"]:
+        rows = shard["rows"]
         o = offsets[start : start + rows + 1]
         local = pa.array(o - o[0], pa.int32())
 
@@ -307,33 +334,39 @@ def unpack(parts: list[Path], folder: Path) -> None:
         })  # fmt: skip
         write_shard(table, examples / shard["file"])
         size = (examples / shard["file"]).stat().st_size
-        written.append({"file": shard["file"], "rows": int(rows), "bytes": size})
+        written.append({"file": shard["file"], "rows": rows, "bytes": size})
         start += rows
     manifest = {**meta["manifest"], "shards": written}
     (examples / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+    partial.rename(folder)
 
 
 def gpu_start(args: argparse.Namespace) -> None:
     """Unpacks the rows whose parts have all arrived and starts their training, once each."""
+    from omegaconf import OmegaConf
+
+    other = [item for item in args.set if not item.startswith("pretrain_model.")]
+    if other:
+        sys.exit(f"--set {other[0]}: gpu-start takes pretrain_model.* only (the data is packed)")
     parts = args.work / "parts"
     parts.mkdir(parents=True, exist_ok=True)
     for path in args.packed.glob("*.xz"):
         shutil.move(path, parts / path.name)
-    merged = args.work / "pretrain_model.yml"
-    if not merged.is_file():
-        from omegaconf import OmegaConf
-
-        files = [
-            ROOT / "conf" / env / "parameters_pretrain_model.yml" for env in ("base", args.env)
-        ]
-        OmegaConf.save(OmegaConf.merge(*map(OmegaConf.load, files)), merged)
-    for row in args.rows:
+    merged = args.work / f"pretrain_model_{args.env}.yml"  # as Kedro merges --env over base
+    files = [ROOT / "conf" / env / "parameters_pretrain_model.yml" for env in ("base", args.env)]
+    OmegaConf.save(OmegaConf.merge(*map(OmegaConf.load, files)), merged)
+    for row in pretrained_rows(args.rows):
         data, out = args.work / "data" / examples_row(row), args.work / row
         found = sorted(
             parts.glob(f"{examples_row(row)}.part*.xz"),
             key=lambda p: int(p.name.split(".part")[1].split("-of-")[0]),
         )
-        needed = int(found[0].stem.split("-of-")[1]) if found else -1
+        counts = {int(p.stem.split("-of-")[1]) for p in found}
+        if len(counts) > 1:
+            sys.exit(
+                f"{parts}: parts of {examples_row(row)} from different packs: {sorted(counts)}"
+            )
+        needed = counts.pop() if counts else -1
         if not data.is_dir() and len(found) == needed:
             unpack(found, data)
         if not data.is_dir() or (out / "started.json").is_file():
@@ -350,10 +383,11 @@ def gpu_start(args: argparse.Namespace) -> None:
         command = [
             sys.executable, "-m", "bert_pipeline.training.launch",
             "--examples", data / "examples", "--tokenizer", data / "tokenizer",
-            "--config", merged, "--output", out / "output",
+            "--config", out / "pretrain_model.yml", "--output", out / "output",
             "--set", *(f"{k}={v}" for k, v in sets.items()),
         ]  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
+        shutil.copy(merged, out / "pretrain_model.yml")  # the record of what trained the row
         with (out / "log.txt").open("w") as log:
             started = subprocess.Popen(
                 list(map(str, command)), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -400,6 +434,7 @@ def gpu_collect(args: argparse.Namespace) -> None:
         if not finished[row].is_file():
             continue
         files = {"pretrain_log.txt": log.encode()}
+        files["pretrain_model.yml"] = (out / "pretrain_model.yml").read_bytes()
         files["ablation_pretrain.json"] = json.dumps({
             "row": row, "seconds": finished[row].stat().st_mtime - started[row]["time"],
             "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
@@ -470,14 +505,35 @@ def report(args: argparse.Namespace) -> None:
     for row in rows:
         cells = [cell(results[row, t])[0] if (row, t) in results else "-" for t in tasks]
         lines.append(f"| {LABELS[row]} | " + " | ".join(cells) + " |")
+    lines += pretraining_lines(args.work)
     points = curve_points(args.work)
     if points:
         lines += ["", "Figure 5: dev score against pretraining steps", "", "| row | step | score |"]
         lines += ["|---|---:|---:|"]
         lines += [f"| {LABELS[r]} | {s} | {v:.1f} |" for r, pts in points.items() for s, v in pts]
         plot(points, args.out.with_suffix(".png"))
+    lines += ["", args.note] if args.note else []
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+
+
+def pretraining_lines(work: Path) -> list[str]:
+    """Each pretrained row's record: where it ran, steps, minutes, held-out accuracies."""
+    lines = ["", "Pretraining, each row's record (held-out accuracies):", ""]
+    lines += ["| row | device | steps | minutes (of what) | MLM / LTR | NSP |"]
+    lines += ["|---|---|---:|---|---:|---:|"]
+    for row in dict.fromkeys(source for source, params, _ in ROWS.values() if params is not None):
+        record = work / row / "ablation_pretrain.json"
+        metrics = work / row / "08_reporting" / "pretrain_metrics.json"
+        if not (record.is_file() and metrics.is_file()):
+            continue
+        made, m = json.loads(record.read_text()), json.loads(metrics.read_text())
+        lm, nsp = m.get("val/mlm_accuracy", m.get("val/ltr_accuracy")), m.get("val/nsp_accuracy")
+        minutes = f"{made['seconds'] / 60:.1f} ({made.get('includes', 'the pretraining')})"
+        cells = [LABELS[row], made.get("device", "-"), m["global_step"], minutes]
+        cells += [f"{100 * v:.1f}%" if v is not None else "-" for v in (lm, nsp)]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return lines
 
 
 def curve_points(work: Path) -> dict[str, list[tuple[int, float]]]:
@@ -532,6 +588,7 @@ def main() -> None:
     parser.add_argument("--part-mib", type=float, default=24, help="pack: raw MiB per xz part")
     parser.add_argument("--wait", type=float, default=540, help="gpu-collect: seconds at most")
     parser.add_argument("--curve-steps", nargs="+", type=int, default=[2000, 6000])
+    parser.add_argument("--note", default="", help="report: text below the tables")
     parser.add_argument("--files", nargs="+", type=Path, default=[], help="restore: returned files")
     args = parser.parse_args()
     defaults = {

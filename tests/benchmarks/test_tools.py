@@ -14,7 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from bert_pipeline.training.data import LIST_COLUMNS
 
 TINY_BATCH = ["--batch-size", "2", "--seq-length", "32", "--vocab-size", "2000"]
 
@@ -310,10 +313,11 @@ def test_cuda_check_on_the_cpu(project_root, mlflow_uri, tmp_path):
     assert checks["lstm_autocast"]["dtype_under_autocast"] == "torch.float32"
 
 
-def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_row(project_root, tmp_path):
+def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(project_root, tmp_path):
     """pack (parts out of order on disk) -> gpu-start -> gpu-collect -> restore, on the CPU: the
-    unpacked examples equal the packed ones column by column, and the row comes back laid out as
-    `pretrain` leaves it, with a kept checkpoint's weights for the curve."""
+    unpacked examples (with and without NSP) equal the packed ones in every column training
+    reads, types included, and each row comes back laid out as `pretrain` leaves it, with a
+    kept checkpoint's weights for the curve."""
     import torch
 
     from bert_pipeline.data.shards import load_example_shards
@@ -324,12 +328,19 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_row(project
     tokenizer = train_tokenizer(
         (s for d in _documents(20, 6, seed=0) for s in d), vocab_size=120, min_frequency=1
     )
-    examples = work / "bert" / "05_model_input" / "pretraining_examples"
-    parameters = {**EXAMPLE_PARAMETERS, "masking": "dynamic"}
-    write_shards(make_examples(tokenizer), tokenizer, examples, n_shards=3, parameters=parameters)
-    save_tokenizer(tokenizer, work / "bert" / "06_models" / "tokenizer")
-    packed = tmp_path / "packed"
-    run_tool(project_root, "ablation.py", "pack", "--work", str(work), "--rows", "bert",
+    frame = make_examples(tokenizer)
+    single = frame.assign(  # "No NSP" examples: one segment
+        token_type_ids=[np.zeros_like(t) for t in frame["token_type_ids"]],
+        next_sentence_label=np.int8(0),
+    )
+    folders = {}
+    for row, examples, nsp in (("bert", frame, True), ("no_nsp", single, False)):
+        folders[row] = work / row / "05_model_input" / "pretraining_examples"
+        made = {**EXAMPLE_PARAMETERS, "masking": "dynamic", "next_sentence": nsp}
+        write_shards(examples, tokenizer, folders[row], n_shards=3, parameters=made)
+        save_tokenizer(tokenizer, work / row / "06_models" / "tokenizer")
+    packed, rows = tmp_path / "packed", ["--rows", "bert", "no_nsp"]
+    run_tool(project_root, "ablation.py", "pack", "--work", str(work), *rows,
              "--out", str(packed), "--part-mib", "0.0015")  # fmt: skip
     assert len(list(packed.glob("bert.part*-of-*.xz"))) >= 10  # part10 sorts before part2
     tiny = [
@@ -339,22 +350,25 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_row(project
         "val_split=10", "accelerator=cpu", "precision=32", "compile=false",
     ]  # fmt: skip
     sets = [arg for item in tiny for arg in ("--set", f"pretrain_model.{item}")]
-    common = ["--work", str(device), "--rows", "bert", "--env", "base"]
+    common = ["--work", str(device), *rows, "--env", "base"]
     run_tool(project_root, "ablation.py", "gpu-start", "--packed", str(packed), *common, *sets)
     back = tmp_path / "back"
     run_tool(project_root, "ablation.py", "gpu-collect", *common, "--out", str(back),
              "--wait", "240", "--curve-steps", "2")  # fmt: skip
-    for column in ("input_ids", "token_type_ids", "next_sentence_label", "a_doc_id"):
-        original = load_example_shards(examples).table().column(column).to_pylist()
-        unpacked = load_example_shards(device / "data" / "bert" / "examples").table()
-        assert unpacked.column(column).to_pylist() == original, column
+    columns = [*LIST_COLUMNS, "next_sentence_label", "a_doc_id"]
+    for row, folder in folders.items():
+        original = load_example_shards(folder).table().select(columns)
+        unpacked = load_example_shards(device / "data" / row / "examples").table().select(columns)
+        read = [*LIST_COLUMNS, "next_sentence_label"]  # a_doc_id is only hashed, as a string
+        assert unpacked.select(read).schema.equals(original.select(read).schema, False)
+        assert unpacked.to_pydict() == original.to_pydict(), row
     home = tmp_path / "home"
     files = [str(p) for p in sorted(back.glob("*.tar"))]
     run_tool(project_root, "ablation.py", "restore", "--work", str(home), "--files", *files)
-    row = home / "bert"
-    assert (row / "06_models" / "bert_pretrained" / "model.safetensors").is_file()
-    assert (
-        json.loads((row / "08_reporting" / "pretrain_metrics.json").read_text())["global_step"] == 4
-    )
-    state = torch.load(row / "06_models" / "pretrain_checkpoints" / "step-2.ckpt")["state_dict"]
+    for row in folders:
+        assert (home / row / "06_models" / "bert_pretrained" / "model.safetensors").is_file()
+        metrics = json.loads((home / row / "08_reporting" / "pretrain_metrics.json").read_text())
+        assert metrics["global_step"] == 4
+    curve = home / "bert" / "06_models" / "pretrain_checkpoints" / "step-2.ckpt"
+    state = torch.load(curve)["state_dict"]
     assert state and all(v.dtype == torch.float16 for v in state.values())

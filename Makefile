@@ -41,8 +41,9 @@ pretrain-budget: setup
 finetune: setup
 	$(BIN)/kedro run --pipeline finetune_glue
 
+# --durations lists the slowest tests in every run (CI's log too): the suite should stay near 10 minutes
 test: setup-test
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --durations=15
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check src tests benchmarks

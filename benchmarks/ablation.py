@@ -511,7 +511,10 @@ def report(args: argparse.Namespace) -> None:
         lines += ["", "Figure 5: dev score against pretraining steps", "", "| row | step | score |"]
         lines += ["|---|---:|---:|"]
         lines += [f"| {LABELS[r]} | {s} | {v:.1f} |" for r, pts in points.items() for s, v in pts]
-        plot(points, args.out.with_suffix(".png"))
+        tasks = sorted(
+            {p.name for p in (args.work / "curve_finetune").glob("*/step-*/08_reporting/glue/*")}
+        )
+        plot(points, args.out.with_suffix(".png"), f"{', '.join(tasks) or SQUAD} dev score")
     lines += ["", args.note] if args.note else []
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
@@ -548,7 +551,7 @@ def curve_points(work: Path) -> dict[str, list[tuple[int, float]]]:
     return {row: sorted(pts) for row, pts in points.items()}
 
 
-def plot(points: dict[str, list[tuple[int, float]]], path: Path) -> None:
+def plot(points: dict[str, list[tuple[int, float]]], path: Path, ylabel: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -558,7 +561,7 @@ def plot(points: dict[str, list[tuple[int, float]]], path: Path) -> None:
     for row, pts in points.items():
         ax.plot([s for s, _ in pts], [v for _, v in pts], marker="o", label=LABELS[row])
     ax.set_xlabel("pretraining steps")
-    ax.set_ylabel("dev score")
+    ax.set_ylabel(ylabel)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path)

@@ -112,7 +112,7 @@ def pretrained_rows(rows: list[str]) -> list[str]:
 
 def pretrain(args: argparse.Namespace) -> None:
     for row in pretrained_rows(args.rows):
-        source, params, _ = ROWS[row]
+        params = ROWS[row][1]
         data = args.work / row
         if model_dir(args.work, row).is_dir():
             print(f"{row}: pretrained already ({model_dir(args.work, row)})")
@@ -140,7 +140,7 @@ def pretrain(args: argparse.Namespace) -> None:
                     "device": cpu_name(),
                     "includes": "the examples and the pretraining",
                 }
-            )  # fmt: skip
+            )
         )
 
 
@@ -356,16 +356,15 @@ def gpu_start(args: argparse.Namespace) -> None:
     files = [ROOT / "conf" / env / "parameters_pretrain_model.yml" for env in ("base", args.env)]
     OmegaConf.save(OmegaConf.merge(*map(OmegaConf.load, files)), merged)
     for row in pretrained_rows(args.rows):
-        data, out = args.work / "data" / examples_row(row), args.work / row
+        source = examples_row(row)
+        data, out = args.work / "data" / source, args.work / row
         found = sorted(
-            parts.glob(f"{examples_row(row)}.part*.xz"),
+            parts.glob(f"{source}.part*.xz"),
             key=lambda p: int(p.name.split(".part")[1].split("-of-")[0]),
         )
         counts = {int(p.stem.split("-of-")[1]) for p in found}
         if len(counts) > 1:
-            sys.exit(
-                f"{parts}: parts of {examples_row(row)} from different packs: {sorted(counts)}"
-            )
+            sys.exit(f"{parts}: parts of {source} from different packs: {sorted(counts)}")
         needed = counts.pop() if counts else -1
         if not data.is_dir() and len(found) == needed:
             unpack(found, data)
@@ -506,15 +505,12 @@ def report(args: argparse.Namespace) -> None:
         cells = [cell(results[row, t])[0] if (row, t) in results else "-" for t in tasks]
         lines.append(f"| {LABELS[row]} | " + " | ".join(cells) + " |")
     lines += pretraining_lines(args.work)
-    points = curve_points(args.work)
+    points, curve_tasks = curve_points(args.work)
     if points:
         lines += ["", "Figure 5: dev score against pretraining steps", "", "| row | step | score |"]
         lines += ["|---|---:|---:|"]
         lines += [f"| {LABELS[r]} | {s} | {v:.1f} |" for r, pts in points.items() for s, v in pts]
-        tasks = sorted(
-            {p.name for p in (args.work / "curve_finetune").glob("*/step-*/08_reporting/glue/*")}
-        )
-        plot(points, args.out.with_suffix(".png"), f"{', '.join(tasks) or SQUAD} dev score")
+        plot(points, args.out.with_suffix(".png"), f"{', '.join(curve_tasks)} dev score")
     lines += ["", args.note] if args.note else []
     args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
@@ -539,8 +535,10 @@ def pretraining_lines(work: Path) -> list[str]:
     return lines
 
 
-def curve_points(work: Path) -> dict[str, list[tuple[int, float]]]:
+def curve_points(work: Path) -> tuple[dict[str, list[tuple[int, float]]], list[str]]:
+    """Each curve row's (step, dev score) points, and the tasks they were fine-tuned on."""
     points: dict[str, list[tuple[int, float]]] = {}
+    tasks: set[str] = set()
     for path in sorted((work / "curve_finetune").glob("*/step-*")):
         row, step = path.parent.name, int(path.name.split("-")[1])
         for task in [SQUAD, *(p.name for p in (path / "08_reporting" / "glue").glob("*"))]:
@@ -548,7 +546,8 @@ def curve_points(work: Path) -> dict[str, list[tuple[int, float]]]:
             if record.is_file():
                 score = trial_score(task, json.loads(record.read_text()))
                 points.setdefault(row, []).append((step, score))
-    return {row: sorted(pts) for row, pts in points.items()}
+                tasks.add(task)
+    return {row: sorted(pts) for row, pts in points.items()}, sorted(tasks)
 
 
 def plot(points: dict[str, list[tuple[int, float]]], path: Path, ylabel: str) -> None:

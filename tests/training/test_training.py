@@ -355,6 +355,7 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path, tiny_tokenizer, tiny_examp
     assert np.isfinite(result.metrics["val/mlm_loss"])
 
 
+@pytest.mark.xdist_group("inductor")  # shares its compiled kernels with test_hardware.py's
 def test_compiled_run_without_dropout_exports_the_architecture(
     tmp_path, tiny_tokenizer, tiny_examples
 ):

@@ -86,13 +86,16 @@ def pipeline_of(task: str) -> tuple[str, list[str]]:
 def kedro_run(
     args: argparse.Namespace, pipeline: str, extra: list[str], params: dict, log: Path
 ) -> None:
-    """One `kedro run` from the checkout's root; its output to `log`, a failure names it."""
+    """One `kedro run` from the checkout's root, its output appended to `log` (a second run of
+    the same trial, refused by the first's run lock, keeps the first's log); a failure names it."""
     settings = dict(item.split("=", 1) for item in args.set)
     params = {**params, **settings}
     command = kedro_run_command(pipeline, params, "--env", args.env, *extra)
     log.parent.mkdir(parents=True, exist_ok=True)
     print(shlex.join(command), flush=True)
-    with log.open("w") as out:
+    with log.open("a") as out:
+        out.write(f"$ {shlex.join(command)}\n")
+        out.flush()
         code = subprocess.run(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
     if code:
         sys.exit(f"failed ({code}): {shlex.join(command)}; see {log}")

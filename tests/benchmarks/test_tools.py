@@ -250,6 +250,32 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
         run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")
 
 
+def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(
+    project_root, tmp_path, monkeypatch
+):
+    """A second `ablation.py finetune` beside the first on the same trial is refused by the
+    trial's run lock: its output is added to the trial's log, which keeps the first run's."""
+    import argparse
+
+    monkeypatch.syspath_prepend(str(project_root / "benchmarks"))
+    import ablation
+
+    outputs = iter(["first run's epochs", "refused: the run lock is held"])
+
+    def fake_run(command, cwd, stdout, stderr):
+        stdout.write(next(outputs))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(ablation.subprocess, "run", fake_run)
+    args = argparse.Namespace(set=[], env="budget")
+    log = tmp_path / "trial" / "log.txt"
+    for _ in range(2):
+        ablation.kedro_run(args, "finetune_glue", ["--namespaces=mrpc"], {"data_dir": "d"}, log)
+    text = log.read_text()
+    assert "first run's epochs" in text and "refused" in text
+    assert text.count("kedro run --pipeline finetune_glue --env budget") == 2
+
+
 @pytest.mark.slow
 def test_ablation_runs_through_the_pipelines(project_root, shared_data, tmp_path):
     """Tiny pretraining of two rows with kept checkpoints, one fine-tuning trial per row and

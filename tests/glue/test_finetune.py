@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 import pytest
 
@@ -83,12 +85,15 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
     assert set(result.checkpoint["tokenizer_files"]) == set(checkpoint["tokenizer_files"])
 
 
-def test_a_train_holdout_chooses_and_dev_is_only_reported(data):
+def test_a_train_holdout_chooses_and_dev_is_only_reported(data, caplog):
     """selection_holdout: the trial and epoch with the best score on held-out train rows win;
-    dev is measured at that choice and never decides it."""
+    dev is measured at that choice and never decides it, and the logs say which chose."""
     from bert_pipeline.glue.module import HOLDOUT
 
-    result = _run(data, tiny_checkpoint(), _two_trials(selection_holdout=0.25))
+    with caplog.at_level(logging.INFO, logger="bert_pipeline.training.finetune"):
+        result = _run(data, tiny_checkpoint(), _two_trials(selection_holdout=0.25))
+    trials = [r.getMessage() for r in caplog.records if ": best " in r.getMessage()]
+    assert len(trials) == 2 and all(f"best {HOLDOUT} score" in m for m in trials)
     history = {t["learning_rate"]: t["history"] for t in result.trials}
     scores = {
         (lr, h["epoch"]): sum(h["metrics"][HOLDOUT].values()) / len(h["metrics"][HOLDOUT])

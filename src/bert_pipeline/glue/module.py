@@ -60,5 +60,8 @@ class GlueModule(FinetuneModule):
             return task_score({HOLDOUT: metrics[HOLDOUT]})
         return task_score(metrics)
 
+    def scored_on(self) -> str:
+        return HOLDOUT if HOLDOUT in self.hparams.dev_names else "dev"
+
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return self.predictions(self(batch))

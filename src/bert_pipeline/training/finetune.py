@@ -2,7 +2,8 @@
 
 The paper's recipe: an (lr x seed) grid of trials, each trains for `epochs` epochs with the
 shared AdamW + warmup/linear-decay schedule and Trainer; every dev pass is scored and the trial
-and epoch with the best dev score win. A task supplies its model, data and metrics.
+and epoch with the best dev score win (a task may score a hold-out of train instead). A task
+supplies its model, data and metrics.
 """
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ class FinetuneModule(pl.LightningModule):
         """The selection score of a dev pass from each split's metrics."""
         raise NotImplementedError
 
+    def scored_on(self) -> str:
+        """The split(s) `score` reads, as the logs name the best score."""
+        return "dev"
+
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.loss(batch)
         rows = len(next(iter(batch.values())))
@@ -229,9 +234,10 @@ def run_grid(
                 }
                 trials.append(record)
                 logger.info(
-                    "%s %s: best dev score %.4f at epoch %d",
+                    "%s %s: best %s score %.4f at epoch %d",
                     name,
                     trial.name,
+                    module.scored_on(),
                     module.best_score,
                     module.best_epoch,
                 )

@@ -163,8 +163,9 @@ def finetune_glue_task(
         if logged is not None:
             record["mlflow_model"] = logged
         _log_task_run(run, result, record)
+        scored_on = ", ".join(result.selected_on)  # the train hold-out or the dev split(s)
         run.describe(
-            f"GLUE {task.name} fine-tuned from {source}: best dev score "
+            f"GLUE {task.name} fine-tuned from {source}: best {scored_on} score "
             f"{100 * result.best['best_score']:.2f} (lr {result.best['learning_rate']}, seed "
             f"{result.best['seed']}, epoch {result.best['best_epoch']})."
         )

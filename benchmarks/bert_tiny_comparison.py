@@ -8,7 +8,8 @@ seeds is chosen; the cells are the dev metrics of that rate's trials (each at th
 hold-out chose), mean and standard deviation over the seeds. Dev never chooses anything.
 
 Rows are kept in `--results` (a JSON line per row and task), so rows made on other machines or
-in earlier sessions stay in the table; `--row` with a name already there replaces that row.
+in earlier sessions stay in the table; `--row` with a name already there replaces that row's
+cells of the tasks its folder holds and keeps the others (a task fine-tuned later joins its row).
 
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
@@ -87,11 +88,12 @@ def _reference(values: dict[str, float]) -> str:
 
 
 def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
-    """The rows of `path` with `new_rows` in place of those of the same name (written back)."""
+    """The rows of `path` with the cells of `new_rows` in place of those of the same row and
+    task (written back)."""
     records = []
     if path.is_file():
         records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    records = [r for r in records if r["row"] not in new_rows]
+    records = [r for r in records if r["task"] not in new_rows.get(r["row"], {})]
     today = str(datetime.date.today())
     for name, cells in new_rows.items():
         records += [{"row": name, "task": t, "collected": today, **c} for t, c in cells.items()]

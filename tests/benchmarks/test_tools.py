@@ -243,6 +243,25 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")  # made again: replaced
     assert "| budget | pearson 97.5 ± 0.7" in out.read_text()
     assert len(results.read_text().splitlines()) == 2
+    # a task fine-tuned later joins its row; the row's other cells stay
+    later = tmp_path / "later" / "08_reporting" / "glue" / "rte"
+    later.mkdir(parents=True)
+    epoch = {"epoch": 0, "metrics": {"train_holdout": {"accuracy": 0.6}, "dev": {"accuracy": 0.55}}}
+    rte = [
+        {
+            "learning_rate": 1e-4,
+            "seed": seed,
+            "best_epoch": 0,
+            "best_score": 0.6,
+            "history": [epoch],
+        }
+        for seed in (1, 2)
+    ]
+    rte_record = {"task": "rte", "train_examples": 40, "trials": rte}
+    (later / "dev_metrics.json").write_text(json.dumps(rte_record))
+    run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'later'}")
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| budget |"))
+    assert "pearson 97.5 ± 0.7" in row and "accuracy 55.0 ± 0.0" in row
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))

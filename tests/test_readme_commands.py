@@ -251,6 +251,7 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
     if env == "budget":
         params["finetune_glue.defaults.selection_holdout"] = 0.5
         params["finetune_glue.defaults.random_init_seed"] = 0
+        params["finetune_glue.hyperparameters.rte.epochs"] = 2  # as the README's sst2 epochs=3
     args = ["run", "--env", env, "--pipeline", "finetune_glue", "--namespaces=rte"]
     _kedro(args, project_root, _env(tmp_path), params)
     assert sorted(p.name for p in (tmp_path / "data" / "06_models" / "glue").iterdir()) == ["rte"]
@@ -262,6 +263,7 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
     )
     assert config.get("classifier_pooling", "cls") == "cls"
     assert len(metrics["trials"]) == (9 if env == "budget" else 1)
+    assert {len(t["history"]) for t in metrics["trials"]} == {2 if env == "budget" else 1}
     if env == "budget":
         assert "train_holdout" in metrics["selected_on"]
         card = (tmp_path / "data" / "06_models" / "glue" / "rte" / "README.md").read_text()

@@ -56,7 +56,7 @@ class GlueModule(FinetuneModule):
 
     def score(self, metrics: dict[str, dict[str, float]]) -> float:
         """The task's score on the train hold-out when there is one, else on the dev splits."""
-        if HOLDOUT in metrics:
+        if self.scored_on() == HOLDOUT:
             return task_score({HOLDOUT: metrics[HOLDOUT]})
         return task_score(metrics)
 

@@ -2,7 +2,10 @@
 
 Each variant is what `pretrain_model` runs for that setting: `precision` 32 (fused AdamW) or
 bf16-mixed (torch.autocast; foreach AdamW, as Lightning refuses clipping with a fused one),
-`compile` (torch.compile of the model), `dropout` (0.1 or 0.0 while pretraining). A step is
+`compile` (torch.compile of the model), `dropout` (0.1 or 0.0 while pretraining); "SDPA" is
+the compiled step with torch's attention kernel instead of the explicit form the model takes
+when compiled on a CPU. Like pretrain_model, the process keeps freed memory for the next step
+(`keep_freed_memory`); `--malloc glibc` leaves glibc's defaults, to time that apart. A step is
 forward + backward + clipping at norm 1.0 + AdamW. "logits kept" is the fp32 step with the
 masked-LM loss taken from the [N, vocab] logits, as every step was before
 `linear_cross_entropy` (fp32 training steps now skip them; bf16 keeps them). All variants start
@@ -36,24 +39,28 @@ from common import (
 )
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
+from bert_pipeline.model.bert import BertSelfAttention
+from bert_pipeline.training.hardware import keep_freed_memory
 
 OUT = Path(__file__).with_suffix(".md")
 
-# name: (bf16-mixed, compile, dropout while pretraining, masked-LM logits kept). Like
-# pretrain_model, the bf16 variants ask for no logits: under autocast the model keeps them itself.
+# name: (bf16-mixed, compile, dropout while pretraining, masked-LM logits kept, SDPA when
+# compiled). Like pretrain_model, the bf16 variants ask for no logits: under autocast the model
+# keeps them itself.
 VARIANTS = {
-    "fp32": (False, False, 0.1, False),
-    "fp32, logits kept": (False, False, 0.1, True),
-    "fp32, dropout 0": (False, False, 0.0, False),
-    "fp32, dropout 0, logits kept": (False, False, 0.0, True),
-    "bf16": (True, False, 0.1, False),
-    "bf16+compile": (True, True, 0.1, False),
-    "bf16+compile, dropout 0": (True, True, 0.0, False),
+    "fp32": (False, False, 0.1, False, False),
+    "fp32, logits kept": (False, False, 0.1, True, False),
+    "fp32, dropout 0": (False, False, 0.0, False, False),
+    "fp32, dropout 0, logits kept": (False, False, 0.0, True, False),
+    "bf16": (True, False, 0.1, False, False),
+    "bf16+compile": (True, True, 0.1, False, False),
+    "bf16+compile, dropout 0": (True, True, 0.0, False, False),
+    "bf16+compile, dropout 0, SDPA": (True, True, 0.0, False, True),
 }
 
 
 def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
-    bf16, compile_, dropout, logits = VARIANTS[name]
+    bf16, compile_, dropout, logits, sdpa = VARIANTS[name]
     config = BertConfig.from_preset(
         args.preset,
         vocab_size=args.vocab_size,
@@ -63,6 +70,9 @@ def build(name: str, args: argparse.Namespace, state: dict) -> tuple:
     model = BertForPreTraining(config)
     model.load_state_dict(state)
     model.train()
+    for module in model.modules():
+        if sdpa and isinstance(module, BertSelfAttention):
+            module.explicit_when_compiled_on_cpu = False
     if compile_:
         model.compile()
     opt = torch.optim.AdamW(
@@ -85,12 +95,19 @@ def main() -> None:
         default=list(VARIANTS),
         help="the settings to time (fp32, the speed-up's base, always runs)",
     )
+    parser.add_argument(
+        "--malloc",
+        choices=["kept", "glibc"],
+        default="kept",
+        help="kept: freed memory stays with the process, as in pretrain_model; glibc: the defaults",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--note", default="", help="free text written under the table")
     parser.add_argument("--output", type=Path, default=OUT)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    kept = args.malloc == "kept" and keep_freed_memory("cpu")
 
     load_before = os.getloadavg()[0]
     state = BertForPreTraining(BertConfig.from_preset(args.preset, vocab_size=args.vocab_size))
@@ -126,7 +143,8 @@ def main() -> None:
         f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch threads {args.threads}; "
         f"1-min load average {load_before:.1f} before, {load_after:.1f} after "
         f"({args.threads} = this script alone)",
-        f"- torch {torch.__version__}, Python {platform.python_version()}",
+        f"- torch {torch.__version__}, Python {platform.python_version()}; freed memory "
+        + ("kept by the process (`keep_freed_memory`)" if kept else "returned (glibc's defaults)"),
         f"- preset {args.preset}, batch {args.batch_size} x seq {args.seq_length}, vocab "
         f"{args.vocab_size}, {args.mask_prob:.0%} masking capped at {args.max_predictions}, "
         "10% shorter rows; MLM + NSP loss; fwd + bwd + clipping + AdamW",

@@ -12,6 +12,7 @@ from bert_pipeline.model import (
     BertForSequenceClassification,
     BertModel,
 )
+from bert_pipeline.model import bert as bert_module
 from bert_pipeline.model.bert import LOSS_CHUNK_ROWS, linear_cross_entropy
 
 TINY = dict(vocab_size=97, max_position_embeddings=64)
@@ -109,6 +110,35 @@ def test_a_compiled_training_step_is_one_graph_with_the_eager_loss():
     assert explanation.graph_break_count == 0, explanation.break_reasons
     compiled = torch.compile(model, backend="eager")  # Dynamo's graph, run without Inductor
     torch.testing.assert_close(compiled(*args, return_logits=False).loss, model(*args).loss)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_compiled_on_a_cpu_attention_is_the_explicit_form_with_sdpa_outputs_and_gradients(
+    monkeypatch, causal
+):
+    """A compiled CPU step takes softmax(QK^T)V (inductor fuses it; torch's flash kernel has a slow
+    bf16 backward): the same outputs and gradients as SDPA, padding and causal masks included."""
+    torch.manual_seed(0)
+    config = tiny_config(
+        is_decoder=causal, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
+    model = BertModel(config, add_pooling_layer=False)
+    ids, tt, am = random_batch()
+
+    def outputs_and_gradients(forward):
+        model.zero_grad()
+        seq, _ = forward(ids, tt, am)
+        seq.square().sum().backward()
+        return seq.detach(), [p.grad.clone() for p in model.parameters()]
+
+    eager = outputs_and_gradients(model)
+
+    def no_sdpa(*args, **kwargs):
+        raise AssertionError("SDPA called in a compiled CPU step")
+
+    monkeypatch.setattr(bert_module.F, "scaled_dot_product_attention", no_sdpa)
+    compiled = outputs_and_gradients(torch.compile(model, backend="eager"))
+    torch.testing.assert_close(compiled, eager, atol=1e-4, rtol=1e-4)
 
 
 def test_mean_pooled_classifier_reads_only_the_unpadded_tokens():

@@ -6,7 +6,8 @@ Module and parameter names follow Hugging Face's ``modeling_bert`` one-to-one, s
 without renaming. The deliberate differences are for speed in pre-training: the masked-LM
 head runs only on the gathered masked positions, not on every token, the last encoder
 layer only on those and [CLS] (see ``BertForPreTraining``), and a training step can take
-the masked-LM loss without the [N, vocab] logits (``linear_cross_entropy``); outputs are the
+the masked-LM loss without the [N, vocab] logits (``linear_cross_entropy``), and compiled on a
+CPU attention is the explicit softmax(QK^T)V rather than torch's SDPA kernel; outputs are the
 same.
 """
 
@@ -67,6 +68,11 @@ class BertEmbeddings(nn.Module):
 class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention of ``queries`` over the whole sequence ``x``."""
 
+    # Compiled on a CPU, the explicit softmax(QK^T)V is fused by inductor, while torch's CPU flash
+    # kernel has a slow bf16 backward: a 1.2x faster budget step (benchmarks/training_speed.md,
+    # which turns this off to time the difference).
+    explicit_when_compiled_on_cpu = True
+
     def __init__(self, config: BertConfig):
         super().__init__()
         h = config.hidden_size
@@ -82,13 +88,16 @@ class BertSelfAttention(nn.Module):
         def heads(t: Tensor) -> Tensor:  # [B, T, H] -> [B, heads, T, head_dim]
             return t.view(B, t.size(1), self.num_heads, H // self.num_heads).transpose(1, 2)
 
-        y = F.scaled_dot_product_attention(
-            heads(self.query(queries)),
-            heads(self.key(x)),
-            heads(self.value(x)),
-            attn_mask=attn_mask,
-            dropout_p=self.dropout_p if self.training else 0.0,
-        )
+        q, k, v = heads(self.query(queries)), heads(self.key(x)), heads(self.value(x))
+        dropout_p = self.dropout_p if self.training else 0.0
+        explicit = self.explicit_when_compiled_on_cpu and q.device.type == "cpu"
+        if explicit and torch.compiler.is_compiling():
+            scores = (q @ k.transpose(-2, -1)) * q.size(-1) ** -0.5
+            if attn_mask is not None:
+                scores = scores.masked_fill(~attn_mask, float("-inf"))
+            y = F.dropout(scores.softmax(dim=-1), dropout_p, self.training) @ v
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p)
         return y.transpose(1, 2).reshape(B, Tq, H)
 
 

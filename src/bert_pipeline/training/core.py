@@ -22,7 +22,7 @@ from torch import nn
 from bert_pipeline.fsutil import atomic_file
 from bert_pipeline.training.callbacks import PipelineMLFlowLogger, ProgressBar, TimeBudget
 from bert_pipeline.training.config import DeviceParams, OptimizerParams
-from bert_pipeline.training.hardware import AUTO, choose, warn_emulated_bf16
+from bert_pipeline.training.hardware import AUTO, choose, keep_freed_memory, warn_emulated_bf16
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +136,7 @@ def build_trainer(
 
     `loop` holds the run's own loop settings (max_steps or max_epochs, validation cadence...).
     """
+    keep_freed_memory(devices.accelerator)
     precision = devices.precision
     if precision == AUTO:
         choice = choose(precision, False, devices.accelerator)

@@ -8,10 +8,13 @@ bf16 (it fuses the casts around every kernel: 1.86x the fp32 step on a Xeon with
 fp32 it was no faster after a minute of compiling) and needs a C++ compiler; on a GPU it needs
 Triton. The checks are torch's own
 (`torch.cpu`, `torch.cuda`).
+
+A CPU run also has glibc's malloc keep the memory a step frees (`keep_freed_memory`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import logging
 import os
@@ -28,6 +31,10 @@ EMULATED_BF16_SLOWDOWN = (
     "2.2x slower than fp32 on an AVX-512 Xeon without bf16 units "
     "(benchmarks/training_speed_no_bf16_units.md), 17x on an AVX2 EPYC (issue #36)"
 )
+
+
+# mallopt(3) parameters, from glibc's malloc.h
+M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_MAX = -1, -2, -4
 
 
 @dataclass(frozen=True)
@@ -103,3 +110,23 @@ def warn_emulated_bf16(precision: str, accelerator: str = AUTO) -> None:
             precision,
             EMULATED_BF16_SLOWDOWN,
         )
+
+
+def keep_freed_memory(accelerator: str = AUTO) -> bool:
+    """On a CPU run, has glibc's malloc keep the memory a step frees for the next step.
+
+    By default glibc serves each tensor over 32 MiB (the bf16 masked-LM logits of a budget step
+    are 1280 x 16000) with a fresh mmap, and the kernel zero-fills its pages on first touch; that
+    made the compiled bf16 step 1.2x slower on an AMX Xeon (benchmarks/training_speed.md). The
+    process then keeps its peak memory until it exits. False where the C library is not glibc.
+    """
+    if _uses_cuda(accelerator):
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return all(
+        mallopt(param, value)
+        for param, value in ((M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2**31 - 1), (M_TOP_PAD, 256 << 20))
+    )

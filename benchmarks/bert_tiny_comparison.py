@@ -115,7 +115,7 @@ def main() -> None:
     new_rows = {}
     for spec in args.row:
         name, _, folder = spec.partition("=")
-        new_rows[name] = read_row(Path(folder))
+        new_rows[name] = {**new_rows.get(name, {}), **read_row(Path(folder))}  # one folder a task
     rows = update_results(args.results, new_rows)
     if not rows:
         raise SystemExit(f"{args.results}: no rows; add one with --row NAME=DIR")

@@ -262,6 +262,11 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'later'}")
     row = next(line for line in out.read_text().splitlines() if line.startswith("| budget |"))
     assert "pearson 97.5 ± 0.7" in row and "accuracy 55.0 ± 0.0" in row
+    # one folder a task, named in one call: the row holds both
+    both = ("--row", f"both={tmp_path / 'ft'}", "--row", f"both={tmp_path / 'later'}")
+    run_tool(project_root, *tool, *both)
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| both |"))
+    assert "pearson 97.5 ± 0.7" in row and "accuracy 55.0 ± 0.0" in row
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))

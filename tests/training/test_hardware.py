@@ -4,9 +4,6 @@ both ways, and a real run on this machine."""
 from __future__ import annotations
 
 import logging
-import platform
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -135,36 +132,6 @@ def test_a_time_budget_stops_the_run_and_brings_the_rate_down(
     params["schedule"]["budget_minutes"] = 0
     with pytest.raises(TrainingConfigError, match="pretrain_model.schedule.budget_minutes"):
         TrainingConfig.from_params(params)
-
-
-FAULTS_OF_A_SECOND_64_MIB_TENSOR = """
-import resource, sys, torch
-from bert_pipeline.training.hardware import keep_freed_memory
-if sys.argv[1] == "kept":
-    assert keep_freed_memory("cpu")
-torch.ones(64 << 18).sum()  # 64 MiB of float32, freed at once
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-torch.ones(64 << 18).sum()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="needs glibc")
-def test_kept_memory_serves_the_next_big_tensor_without_page_faults():
-    """The reason for `keep_freed_memory`: by default each big tensor is a fresh mmap whose 16,384
-    pages the kernel faults in and zero-fills; kept, the freed pages are reused."""
-    faults = {
-        mode: int(
-            subprocess.run(
-                [sys.executable, "-c", FAULTS_OF_A_SECOND_64_MIB_TENSOR, mode],
-                check=True,
-                capture_output=True,
-                text=True,
-            ).stdout
-        )
-        for mode in ("glibc", "kept")
-    }
-    assert faults["glibc"] > 16_000 and faults["kept"] < 1_000, faults
 
 
 def test_freed_memory_is_left_to_the_defaults_on_a_gpu_and_without_glibc(monkeypatch):

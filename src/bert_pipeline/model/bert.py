@@ -69,8 +69,8 @@ class BertSelfAttention(nn.Module):
     """Multi-head scaled dot-product attention of ``queries`` over the whole sequence ``x``."""
 
     # Compiled on a CPU, the explicit softmax(QK^T)V is fused by inductor, while torch's CPU flash
-    # kernel has a slow bf16 backward: a 1.2x faster budget step (benchmarks/training_speed.md,
-    # which turns this off to time the difference).
+    # kernel has a slow bf16 backward: a ~1.2x faster budget step (benchmarks/training_speed.py
+    # turns this off to time the difference).
     explicit_when_compiled_on_cpu = True
 
     def __init__(self, config: BertConfig):

@@ -117,8 +117,9 @@ def keep_freed_memory(accelerator: str = AUTO) -> bool:
 
     By default glibc serves each tensor over 32 MiB (the bf16 masked-LM logits of a budget step
     are 1280 x 16000) with a fresh mmap, and the kernel zero-fills its pages on first touch; that
-    made the compiled bf16 step 1.2x slower on an AMX Xeon (benchmarks/training_speed.md). The
-    process then keeps its peak memory until it exits. False where the C library is not glibc.
+    made the compiled bf16 step ~1.2x slower on an AMX Xeon (issue #36; time it with
+    `benchmarks/training_speed.py --malloc glibc`). The process then keeps its peak memory until
+    it exits. False where the C library is not glibc.
     """
     if _uses_cuda(accelerator):
         return False

@@ -6,9 +6,9 @@ bf16-mixed (torch.autocast; foreach AdamW, as Lightning refuses clipping with a 
 the compiled step with torch's attention kernel instead of the explicit form the model takes
 when compiled on a CPU. Like pretrain_model, the process keeps freed memory for the next step
 (`keep_freed_memory`); `--malloc glibc` leaves glibc's defaults, to time that apart. A step is
-forward + backward + clipping at norm 1.0 + AdamW. "logits kept" is the fp32 step with the
+forward + backward + clipping at norm 1.0 + AdamW. "logits kept" is the step with the
 masked-LM loss taken from the [N, vocab] logits, as every step was before
-`linear_cross_entropy` (fp32 training steps now skip them; bf16 keeps them). All variants start
+`linear_cross_entropy` (CPU training steps now skip them). All variants start
 from the same weights, see the same batches and run interleaved (rotating order), so that load
 from other processes hits them alike; we report the median over the timed steps.
 
@@ -45,8 +45,7 @@ from bert_pipeline.training.hardware import keep_freed_memory
 OUT = Path(__file__).with_suffix(".md")
 
 # name: (bf16-mixed, compile, dropout while pretraining, masked-LM logits kept, SDPA when
-# compiled). Like pretrain_model, the bf16 variants ask for no logits: under autocast the model
-# keeps them itself.
+# compiled). Like pretrain_model, every variant but "logits kept" asks for no logits.
 VARIANTS = {
     "fp32": (False, False, 0.1, False, False),
     "fp32, logits kept": (False, False, 0.1, True, False),
@@ -55,6 +54,7 @@ VARIANTS = {
     "bf16": (True, False, 0.1, False, False),
     "bf16+compile": (True, True, 0.1, False, False),
     "bf16+compile, dropout 0": (True, True, 0.0, False, False),
+    "bf16+compile, dropout 0, logits kept": (True, True, 0.0, True, False),
     "bf16+compile, dropout 0, SDPA": (True, True, 0.0, False, True),
 }
 

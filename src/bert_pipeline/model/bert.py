@@ -320,47 +320,57 @@ LOSS_CHUNK_ROWS = 96  # rows of logits per chunk: 96 x a 16k vocab (6 MB) stays 
 class _LinearCrossEntropy(torch.autograd.Function):
     """cross_entropy(x @ weight.T + bias, targets), its gradients made in the forward pass.
 
-    Chunk by chunk of rows, the logits become the softmax and then the gradient in place while
-    they are in cache, so the [N, vocab] logits are never written to memory: for a 128-wide
-    model that tensor's passes (bias copy, log-softmax and its backward, the one-hot fill,
-    the bias sum) cost more than its matmuls (benchmarks/training_speed_no_bf16_units.md).
+    The logits become the softmax and then their own gradient in place, so no [N, vocab]
+    tensor is kept for the backward: for a 128-wide model that tensor's passes (bias copy,
+    log-softmax and its backward, the one-hot fill, the bias sum) cost more than its matmuls
+    (benchmarks/training_speed_no_bf16_units.md). Eager, it goes chunk by chunk of rows that
+    stay in cache; compiled, in one chunk: inductor fuses those passes row by row, and the
+    matmuls stay whole, as AMX runs them fastest. The matmuls run in `dtype` (autocast's bf16,
+    as the plain head's), the softmax in fp32.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
-        n = x.shape[0]
+    def forward(ctx, x, weight, bias, targets, dtype):
+        valid = targets != IGNORE_INDEX
+        scale = 1.0 / valid.sum().clamp(min=1)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        grad_x = torch.empty_like(x) if need_x else None
-        grad_w = torch.zeros_like(weight) if need_w else None
-        grad_b = torch.zeros_like(bias) if need_b else None
+        xm, wm, bm = x.to(dtype), weight.to(dtype), bias.to(dtype)
+        grad_x, grad_w, grad_b = map(torch.zeros_like, (xm, weight, bias))
         total = x.new_zeros((), dtype=torch.float32)
-        for start in range(0, n, LOSS_CHUNK_ROWS):
-            rows = slice(start, start + LOSS_CHUNK_ROWS)
-            xc, tc = x[rows], targets[rows]
-            logits = F.linear(xc, weight, bias).float()
-            lse = torch.logsumexp(logits, dim=1)
-            total += (lse - logits.gather(1, tc[:, None]).squeeze(1)).sum()
-            grad = logits.sub_(lse[:, None]).exp_()  # softmax - one-hot, over n
+        chunk = x.shape[0] if torch.compiler.is_compiling() else LOSS_CHUNK_ROWS
+        for start in range(0, x.shape[0], chunk):
+            rows = slice(start, start + chunk)
+            xc, tc, keep = xm[rows], targets[rows].clamp(min=0), valid[rows, None]
+            logits = F.linear(xc, wm, bm).float()
+            lse = torch.logsumexp(logits, dim=1, keepdim=True)
+            total += ((lse - logits.gather(1, tc[:, None])) * keep).sum()
+            grad = logits.sub_(lse).exp_()  # softmax - one-hot, over the valid targets
             grad[torch.arange(len(tc), device=tc.device), tc] -= 1.0
-            grad.mul_(1.0 / n)
-            if need_x:
-                torch.mm(grad, weight, out=grad_x[rows])
-            if need_w:
-                grad_w.addmm_(grad.t(), xc)
+            grad.mul_(keep * scale)
             if need_b:
                 grad_b += grad.sum(0)
-        ctx.save_for_backward(grad_x, grad_w, grad_b)
-        return total / n
+            grad = grad.to(dtype)
+            if need_x:
+                grad_x[rows] = grad @ wm
+            if need_w:
+                grad_w += grad.t() @ xc
+        ctx.save_for_backward(grad_x.to(x.dtype), grad_w, grad_b)  # zeros where not needed
+        return total * scale
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor):
-        return *(None if g is None else g * grad_loss for g in ctx.saved_tensors), None
+        return *(g * grad_loss for g in ctx.saved_tensors), None, None
 
 
 def linear_cross_entropy(x: Tensor, weight: Tensor, bias: Tensor, targets: Tensor) -> Tensor:
-    """``F.cross_entropy(F.linear(x, weight, bias), targets)`` (mean over the rows of ``x``,
-    every target valid) without the logits in memory: fp32 only, no double backward."""
-    return _LinearCrossEntropy.apply(x, weight, bias, targets)
+    """``F.cross_entropy(F.linear(x, weight, bias), targets, ignore_index=IGNORE_INDEX)`` (mean
+    over the valid targets) without the logits in memory; under autocast its matmuls are in
+    autocast's dtype. No double backward."""
+    device = x.device.type
+    autocast = torch.is_autocast_enabled(device)
+    dtype = torch.get_autocast_dtype(device) if autocast else weight.dtype
+    with torch.autocast(device, enabled=False):
+        return _LinearCrossEntropy.apply(x, weight, bias, targets, dtype)
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -414,7 +424,8 @@ class BertForPreTraining(BertPreTrainedModel):
         return_logits: bool = True,
     ) -> BertPreTrainingOutput:
         """``return_logits=False`` (a training step's): the masked-LM loss without its logits,
-        through ``linear_cross_entropy`` where it applies (fp32, eager, some masked token)."""
+        through ``linear_cross_entropy`` where it applies (a CPU, or eager fp32; some masked
+        token)."""
         B, T = input_ids.shape
         if masked_lm_positions is None:  # every position, HF style
             masked_lm_positions = torch.arange(T, device=input_ids.device).expand(B, T)
@@ -432,15 +443,17 @@ class BertForPreTraining(BertPreTrainedModel):
                 masked_hidden = masked_hidden[keep]  # [N, H]
                 targets = masked_lm_labels[keep]
         seq_relationship_logits = self.cls.seq_relationship(pooled_output)
-        # Under autocast the bf16 matmuls of the plain path are what AMX speeds up, and
-        # torch.compile fuses the plain path itself.
+        # On a GPU, autocast and torch.compile keep the plain head (the fused one is unmeasured).
+        device = input_ids.device.type
         fused = (
             not return_logits
             and masked_lm_labels is not None
             and targets.numel() > 0
             and self.cls.predictions.bias.dtype == torch.float32
-            and not torch.is_autocast_enabled(input_ids.device.type)
-            and not torch.compiler.is_compiling()
+            and (
+                device == "cpu"
+                or not (torch.is_autocast_enabled(device) or torch.compiler.is_compiling())
+            )
         )
         prediction_logits = None
         mlm_loss = nsp_loss = loss = None

@@ -352,8 +352,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad = grad.to(dtype)
             if need_x:
                 grad_x[rows] = grad @ wm
-            if need_w:
-                grad_w += grad.t() @ xc
+            if need_w and grad.dtype == grad_w.dtype:
+                grad_w.addmm_(grad.t(), xc)  # in place: no [vocab, hidden] temporary per chunk
+            elif need_w:
+                grad_w += grad.t() @ xc  # a bf16 product into the fp32 gradient
         ctx.save_for_backward(grad_x.to(x.dtype), grad_w, grad_b)  # zeros where not needed
         return total * scale
 

@@ -10,6 +10,9 @@ hold-out chose), mean and standard deviation over the seeds. Dev never chooses a
 Rows are kept in `--results` (a JSON line per row and task), so rows made on other machines or
 in earlier sessions stay in the table; `--row` with a name already there replaces that row's
 cells of the tasks its folder holds and keeps the others (a task fine-tuned later joins its row).
+Several folders of one row in one call that hold the same task are pretraining draws (one
+pretrained model each, say two pretraining seeds): the cell is the mean and standard deviation
+over the draws of each draw's mean, as one pretraining run is one draw of the recipe.
 
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
@@ -72,6 +75,20 @@ def task_cell(record: dict) -> dict:
     }
 
 
+def combine_draws(cells: list[dict]) -> dict:
+    """One cell from several pretraining draws' cells of a task: mean and std over the draws."""
+    if len(cells) == 1:
+        return cells[0]
+    names = cells[0]["metrics"]
+    return {
+        "rate": [c["rate"] for c in cells],
+        "seeds": min(c["seeds"] for c in cells),
+        "draws": len(cells),
+        "train": cells[0]["train"],
+        "metrics": {k: list(mean_sd([c["metrics"][k][0] for c in cells])) for k in names},
+    }
+
+
 def read_row(folder: Path) -> dict[str, dict]:
     cells = {}
     for task in TASKS:
@@ -112,10 +129,15 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
     args = parser.parse_args()
-    new_rows = {}
+    draws: dict[str, dict[str, list[dict]]] = {}
     for spec in args.row:
         name, _, folder = spec.partition("=")
-        new_rows[name] = {**new_rows.get(name, {}), **read_row(Path(folder))}  # one folder a task
+        for task, cell in read_row(Path(folder)).items():
+            draws.setdefault(name, {}).setdefault(task, []).append(cell)
+    new_rows = {
+        name: {task: combine_draws(cells) for task, cells in tasks.items()}
+        for name, tasks in draws.items()
+    }
     rows = update_results(args.results, new_rows)
     if not rows:
         raise SystemExit(f"{args.results}: no rows; add one with --row NAME=DIR")
@@ -128,7 +150,9 @@ def main() -> None:
         "described under the table.",
         "",
         "GLUE dev, x100. Ours: the learning rate chosen on a held-out slice of train "
-        "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing.",
+        "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing. "
+        "A row of several pretraining draws: the mean ± std over the draws of each draw's "
+        "mean at the rate its hold-out chose.",
         "",
         "| model | " + " | ".join(tasks) + " |",
         "|---|" + "---|" * len(tasks),
@@ -141,9 +165,12 @@ def main() -> None:
                 out.append("-")
                 continue
             shown = " / ".join(f"{k} {m:.1f} ± {s:.1f}" for k, (m, s) in cell["metrics"].items())
-            out.append(
-                f"{shown} (lr {cell['rate']:g}, {cell['seeds']} seeds, {cell['train']:,} train)"
-            )
+            if "draws" in cell:
+                rates = " / ".join(f"{r:g}" for r in cell["rate"])
+                how = f"lr {rates}, {cell['draws']} pretraining draws x {cell['seeds']} seeds"
+            else:
+                how = f"lr {cell['rate']:g}, {cell['seeds']} seeds"
+            out.append(f"{shown} ({how}, {cell['train']:,} train)")
         lines.append(f"| {name} | " + " | ".join(out) + " |")
     for label, reference in (
         ("BERT-Tiny, dev (run_glue, published)", BERT_TINY_DEV),

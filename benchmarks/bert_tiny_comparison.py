@@ -29,8 +29,7 @@ from pathlib import Path
 
 from common import ROOT, command_line, mean_sd, write_report
 
-from bert_pipeline.glue.module import HOLDOUT
-from bert_pipeline.glue.tasks import get_task
+from bert_pipeline.glue.tasks import HOLDOUT, get_task
 
 STEM = Path(__file__).stem
 TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]

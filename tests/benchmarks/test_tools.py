@@ -262,20 +262,16 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'later'}")
     row = next(line for line in out.read_text().splitlines() if line.startswith("| budget |"))
     assert "pearson 97.5 ± 0.7" in row and "accuracy 55.0 ± 0.0" in row
-    # one folder a task, named in one call: the row holds both
-    both = ("--row", f"both={tmp_path / 'ft'}", "--row", f"both={tmp_path / 'later'}")
-    run_tool(project_root, *tool, *both)
-    row = next(line for line in out.read_text().splitlines() if line.startswith("| both |"))
-    assert "pearson 97.5 ± 0.7" in row and "accuracy 55.0 ± 0.0" in row
-    # two folders of one task in one call are two pretraining draws: mean and sd of their means
+    # in one call, folders of other tasks join one row, and two folders of one task are two
+    # pretraining draws: the mean and sd of their means
     draw = tmp_path / "draw2" / "08_reporting" / "glue" / "stsb"
     draw.mkdir(parents=True)
     (draw / "dev_metrics.json").write_text(json.dumps({**record, "trials": trials[:2]}))
-    draws = ("--row", f"2 draws={tmp_path / 'ft'}", "--row", f"2 draws={tmp_path / 'draw2'}")
-    run_tool(project_root, *tool, *draws)
-    row = next(line for line in out.read_text().splitlines() if line.startswith("| 2 draws |"))
-    # 97.5 (lr 1e-4) and 45.0 (lr 1e-3): mean 71.25, sd 37.1
-    assert "pearson 71.2 ± 37.1" in row
+    folders = [tmp_path / name for name in ("ft", "later", "draw2")]
+    run_tool(project_root, *tool, *(arg for f in folders for arg in ("--row", f"both={f}")))
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| both |"))
+    # stsb: 97.5 (lr 1e-4) and 45.0 (lr 1e-3), mean 71.25, sd 37.1
+    assert "pearson 71.2 ± 37.1" in row and "accuracy 55.0 ± 0.0" in row
     assert "(lr 0.0001 / 0.001, 2 pretraining draws x 2 seeds, 90 train)" in row
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]

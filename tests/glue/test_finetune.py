@@ -88,7 +88,7 @@ def test_grid_picks_the_best_trial_and_is_deterministic(data):
 def test_a_train_holdout_chooses_and_dev_is_only_reported(data, caplog):
     """selection_holdout: the trial and epoch with the best score on held-out train rows win;
     dev is measured at that choice and never decides it, and the logs say which chose."""
-    from bert_pipeline.glue.module import HOLDOUT
+    from bert_pipeline.glue.tasks import HOLDOUT
 
     with caplog.at_level(logging.INFO, logger="bert_pipeline.training.finetune"):
         result = _run(data, tiny_checkpoint(), _two_trials(selection_holdout=0.25))

@@ -19,8 +19,8 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.glue.config import GlueConfig
 from bert_pipeline.glue.features import GlueFeatures, encode_table
-from bert_pipeline.glue.module import HOLDOUT, GlueModule
-from bert_pipeline.glue.tasks import GlueTask
+from bert_pipeline.glue.module import GlueModule
+from bert_pipeline.glue.tasks import HOLDOUT, GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import (
     check_checkpoint,

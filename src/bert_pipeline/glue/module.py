@@ -10,12 +10,10 @@ from __future__ import annotations
 import torch
 
 from bert_pipeline.glue.metrics import compute_metrics, task_score
-from bert_pipeline.glue.tasks import GlueTask
+from bert_pipeline.glue.tasks import HOLDOUT, GlueTask
 from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import FinetuneModule
-
-HOLDOUT = "train_holdout"  # the validation split held out of train to choose on
 
 
 class GlueModule(FinetuneModule):

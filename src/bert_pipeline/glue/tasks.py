@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+HOLDOUT = "train_holdout"  # the validation split held out of train to choose on
+
 
 class UnknownTaskError(KeyError):
     """Raised for a task name that is not one of the nine GLUE tasks."""

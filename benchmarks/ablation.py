@@ -23,8 +23,9 @@ through the distributed entry point `bert_pipeline.training.launch` with the sam
 parameters (conf/base merged with the `--env` folder, as Kedro merges them). The examples that
 `kedro run --env budget --pipeline pretrain_data` made here travel packed (the columns the
 training reads: token ids as uint16, segment-A lengths, NSP labels, document keys), in
-xz-compressed parts small enough for the machine's transfer limit; each row trains in its own
-process session, so it outlives the command that started it:
+xz-compressed parts small enough for the machine's transfer limit (`pack --max-examples N` sends
+only the leading shards that hold N examples: a short run then needs one call); each row trains
+in its own process session, so it outlives the command that started it:
 
     # <work>/bert and <work>/no_nsp made here with `kedro run --env budget --pipeline pretrain_data
     # --params data_dir=<work>/<row>` (+ pretrain_data.examples.next_sentence=false); ltr trains
@@ -238,7 +239,7 @@ def pack(args: argparse.Namespace) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for row in dict.fromkeys(examples_row(r) for r in pretrained_rows(args.rows)):
         folder = args.work / row / "05_model_input" / "pretraining_examples"
-        shards = load_example_shards(folder)
+        shards = first_examples(load_example_shards(folder), args.max_examples)
         made = shards.manifest["parameters"]
         if made.get("masking") != "dynamic":
             sys.exit(f"{folder}: only dynamically masked examples travel (no stored masks)")
@@ -277,6 +278,21 @@ def pack(args: argparse.Namespace) -> None:
                 path = args.out / f"{row}.part{k}-of-{len(chunks)}.xz"
                 path.write_bytes(part)
                 print(f"{path}: {len(part) / 2**20:.1f} MiB", flush=True)
+
+
+def first_examples(shards, limit: int | None):
+    """The leading whole shards that hold at least `limit` examples (all without one): a short
+    screen trains on part of the examples, and that part fits one call's transfer."""
+    if limit is None:
+        return shards
+    kept, total = [], 0
+    for shard in shards.manifest["shards"]:
+        if total >= limit:
+            break
+        kept.append(shard)
+        total += shard["rows"]
+    manifest = {**shards.manifest, "shards": kept, "n_examples": total}
+    return type(shards)(parts=shards.parts[: len(kept)], manifest=manifest)
 
 
 def segment_types(lengths, a_len):
@@ -591,6 +607,10 @@ def main() -> None:
         "--packed", type=Path, default=Path(".abl"), help="gpu-start: arrived parts"
     )
     parser.add_argument("--part-mib", type=float, default=24, help="pack: raw MiB per xz part")
+    parser.add_argument(
+        "--max-examples", type=int, default=None,
+        help="pack: only the leading whole shards holding this many examples (default: all)",
+    )  # fmt: skip
     parser.add_argument("--wait", type=float, default=540, help="gpu-collect: seconds at most")
     parser.add_argument("--curve-steps", nargs="+", type=int, default=[2000, 6000])
     parser.add_argument("--note", default="", help="report: text below the tables")

@@ -428,3 +428,35 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(projec
     curve = home / "bert" / "06_models" / "pretrain_checkpoints" / "step-2.ckpt"
     state = torch.load(curve)["state_dict"]
     assert state and all(v.dtype == torch.float16 for v in state.values())
+
+
+def test_ablation_pack_keeps_the_leading_whole_shards_under_max_examples(
+    project_root, tmp_path, monkeypatch
+):
+    """`pack --max-examples` sends the leading shards that hold that many examples, whole: they
+    unpack to the first shards' rows, and the manifest counts only them."""
+    from bert_pipeline.data.shards import load_example_shards
+    from bert_pipeline.data.tokenizer import save_tokenizer, train_tokenizer
+    from tests.training.conftest import EXAMPLE_PARAMETERS, _documents, make_examples, write_shards
+
+    monkeypatch.syspath_prepend(str(project_root / "benchmarks"))
+    import ablation
+
+    work = tmp_path / "work"
+    tokenizer = train_tokenizer(
+        (s for d in _documents(20, 6, seed=0) for s in d), vocab_size=120, min_frequency=1
+    )
+    made = {**EXAMPLE_PARAMETERS, "masking": "dynamic", "next_sentence": True}
+    folder = work / "bert" / "05_model_input" / "pretraining_examples"
+    shards = write_shards(make_examples(tokenizer), tokenizer, folder, n_shards=3, parameters=made)
+    save_tokenizer(tokenizer, work / "bert" / "06_models" / "tokenizer")
+    rows = [s["rows"] for s in shards.manifest["shards"]]
+    packed = tmp_path / "packed"
+    run_tool(project_root, "ablation.py", "pack", "--work", str(work), "--rows", "bert",
+             "--out", str(packed), "--max-examples", str(rows[0] + 1))  # fmt: skip
+    ablation.unpack(sorted(packed.glob("bert.part*.xz")), tmp_path / "unpacked")
+    unpacked = load_example_shards(tmp_path / "unpacked" / "examples")
+    assert unpacked.manifest["n_examples"] == rows[0] + rows[1] < sum(rows)
+    columns = [*LIST_COLUMNS, "next_sentence_label", "a_doc_id"]
+    first_two = shards.table().slice(0, rows[0] + rows[1]).select(columns)
+    assert unpacked.table().select(columns).to_pydict() == first_two.to_pydict()

@@ -369,18 +369,12 @@ def test_cuda_check_on_the_cpu(project_root, mlflow_uri, tmp_path):
     assert checks["lstm_autocast"]["dtype_under_autocast"] == "torch.float32"
 
 
-def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(project_root, tmp_path):
-    """pack (parts out of order on disk) -> gpu-start -> gpu-collect -> restore, on the CPU: the
-    unpacked examples (with and without NSP) equal the packed ones in every column training
-    reads, types included, and each row comes back laid out as `pretrain` leaves it, with a
-    kept checkpoint's weights for the curve."""
-    import torch
-
-    from bert_pipeline.data.shards import load_example_shards
+def packable_rows(work: Path, rows: dict[str, bool]) -> dict[str, object]:
+    """<work>/<row> as `pretrain_data` leaves it for `ablation.py pack`, for each row and whether
+    it has NSP: dynamically masked examples in 3 shards and their tokenizer. Returns the shards."""
     from bert_pipeline.data.tokenizer import save_tokenizer, train_tokenizer
     from tests.training.conftest import EXAMPLE_PARAMETERS, _documents, make_examples, write_shards
 
-    work, device = tmp_path / "work", tmp_path / "device"
     tokenizer = train_tokenizer(
         (s for d in _documents(20, 6, seed=0) for s in d), vocab_size=120, min_frequency=1
     )
@@ -389,12 +383,28 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(projec
         token_type_ids=[np.zeros_like(t) for t in frame["token_type_ids"]],
         next_sentence_label=np.int8(0),
     )
-    folders = {}
-    for row, examples, nsp in (("bert", frame, True), ("no_nsp", single, False)):
-        folders[row] = work / row / "05_model_input" / "pretraining_examples"
+    shards = {}
+    for row, nsp in rows.items():
+        folder = work / row / "05_model_input" / "pretraining_examples"
         made = {**EXAMPLE_PARAMETERS, "masking": "dynamic", "next_sentence": nsp}
-        write_shards(examples, tokenizer, folders[row], n_shards=3, parameters=made)
+        shards[row] = write_shards(
+            frame if nsp else single, tokenizer, folder, n_shards=3, parameters=made
+        )
         save_tokenizer(tokenizer, work / row / "06_models" / "tokenizer")
+    return shards
+
+
+def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(project_root, tmp_path):
+    """pack (parts out of order on disk) -> gpu-start -> gpu-collect -> restore, on the CPU: the
+    unpacked examples (with and without NSP) equal the packed ones in every column training
+    reads, types included, and each row comes back laid out as `pretrain` leaves it, with a
+    kept checkpoint's weights for the curve."""
+    import torch
+
+    from bert_pipeline.data.shards import load_example_shards
+
+    work, device = tmp_path / "work", tmp_path / "device"
+    shards = packable_rows(work, {"bert": True, "no_nsp": False})
     packed, rows = tmp_path / "packed", ["--rows", "bert", "no_nsp"]
     run_tool(project_root, "ablation.py", "pack", "--work", str(work), *rows,
              "--out", str(packed), "--part-mib", "0.0015")  # fmt: skip
@@ -412,8 +422,8 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(projec
     run_tool(project_root, "ablation.py", "gpu-collect", *common, "--out", str(back),
              "--wait", "240", "--curve-steps", "2")  # fmt: skip
     columns = [*LIST_COLUMNS, "next_sentence_label", "a_doc_id"]
-    for row, folder in folders.items():
-        original = load_example_shards(folder).table().select(columns)
+    for row in shards:
+        original = shards[row].table().select(columns)
         unpacked = load_example_shards(device / "data" / row / "examples").table().select(columns)
         read = [*LIST_COLUMNS, "next_sentence_label"]  # a_doc_id is only hashed, as a string
         assert unpacked.select(read).schema.equals(original.select(read).schema, False)
@@ -421,7 +431,7 @@ def test_ablation_gpu_route_round_trips_the_examples_and_returns_the_rows(projec
     home = tmp_path / "home"
     files = [str(p) for p in sorted(back.glob("*.tar"))]
     run_tool(project_root, "ablation.py", "restore", "--work", str(home), "--files", *files)
-    for row in folders:
+    for row in shards:
         assert (home / row / "06_models" / "bert_pretrained" / "model.safetensors").is_file()
         metrics = json.loads((home / row / "08_reporting" / "pretrain_metrics.json").read_text())
         assert metrics["global_step"] == 4
@@ -436,20 +446,12 @@ def test_ablation_pack_keeps_the_leading_whole_shards_under_max_examples(
     """`pack --max-examples` sends the leading shards that hold that many examples, whole: they
     unpack to the first shards' rows, and the manifest counts only them."""
     from bert_pipeline.data.shards import load_example_shards
-    from bert_pipeline.data.tokenizer import save_tokenizer, train_tokenizer
-    from tests.training.conftest import EXAMPLE_PARAMETERS, _documents, make_examples, write_shards
 
     monkeypatch.syspath_prepend(str(project_root / "benchmarks"))
     import ablation
 
     work = tmp_path / "work"
-    tokenizer = train_tokenizer(
-        (s for d in _documents(20, 6, seed=0) for s in d), vocab_size=120, min_frequency=1
-    )
-    made = {**EXAMPLE_PARAMETERS, "masking": "dynamic", "next_sentence": True}
-    folder = work / "bert" / "05_model_input" / "pretraining_examples"
-    shards = write_shards(make_examples(tokenizer), tokenizer, folder, n_shards=3, parameters=made)
-    save_tokenizer(tokenizer, work / "bert" / "06_models" / "tokenizer")
+    shards = packable_rows(work, {"bert": True})["bert"]
     rows = [s["rows"] for s in shards.manifest["shards"]]
     packed = tmp_path / "packed"
     run_tool(project_root, "ablation.py", "pack", "--work", str(work), "--rows", "bert",

@@ -8,10 +8,12 @@ import logging
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch import Callback
 
 from bert_pipeline.training import hardware
 from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
 from bert_pipeline.training.hardware import bf16_units, choose, warn_emulated_bf16
+from bert_pipeline.training.trainer import run_training
 from tests.training.test_training import tiny_config, tiny_params
 
 
@@ -80,22 +82,35 @@ def test_compile_must_be_true_false_or_auto(tmp_path):
         tiny_config(tmp_path, precision="bf17")
 
 
-@pytest.mark.xdist_group("inductor")  # make test: one worker, one after the other
-def test_a_real_auto_run_uses_what_this_machine_offers(
+def test_a_real_compiled_run_takes_this_machines_precision_and_exports_the_architecture(
     tmp_path, tiny_tokenizer, tiny_examples, caplog
 ):
-    from bert_pipeline.training.trainer import run_training
+    """A real run as the budget recipe trains, compiled and without dropout, with the precision
+    `auto` picks on this machine: `compile` and `dropout` change how the model trains, never what
+    is exported. One test for all three, since each compile costs about a minute of a test worker
+    (`compile: auto` runs for real in test_readme_commands.py's budget run)."""
+    seen = {}
 
-    # dropout 0 as in the compiled test of test_training.py: on a bf16 CPU both compile the same
-    # graph, so whichever runs second reuses the first's kernels from the inductor cache
-    cfg = tiny_config(tmp_path, precision="auto", compile="auto", dropout=0.0, max_steps=3)
+    class Inspect(Callback):
+        def on_train_batch_end(self, trainer, pl_module, *args):
+            seen["compiled"] = pl_module.model._compiled_call_impl is not None
+            seen["dropout"] = {
+                m.p for m in pl_module.model.modules() if isinstance(m, torch.nn.Dropout)
+            } | {pl_module.model.bert.encoder.layer[0].attention.self.dropout_p}
+
+    cfg = tiny_config(tmp_path, precision="auto", compile=True, dropout=0.0, max_steps=3)
     with caplog.at_level(logging.INFO, logger="bert_pipeline.training.trainer"):
-        result = run_training(tiny_examples, tiny_tokenizer, cfg)
+        result = run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[Inspect()])
     expected = "bf16-mixed" if bf16_units("cpu") else "32"
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision")]
-    assert line.startswith(f"precision {expected}, compile ")
+    assert line.startswith(f"precision {expected}, compile True")
+    assert seen == {"compiled": True, "dropout": {0.0}}
     assert result.metrics["global_step"] == 3
     assert np.isfinite(result.metrics["val/mlm_loss"])
+    assert result.model.config.hidden_dropout_prob == 0.1
+    assert result.model.config.attention_probs_dropout_prob == 0.1
+    with pytest.raises(TrainingConfigError, match="pretrain_model.dropout"):
+        tiny_config(tmp_path, dropout=1.0)
 
 
 def test_the_budget_schedule_follows_the_larger_share_of_steps_or_time():
@@ -121,8 +136,6 @@ def test_the_budget_schedule_follows_the_larger_share_of_steps_or_time():
 def test_a_time_budget_stops_the_run_and_brings_the_rate_down(
     tmp_path, tiny_tokenizer, tiny_examples
 ):
-    from bert_pipeline.training.trainer import run_training
-
     params = tiny_params(tmp_path, max_steps=100_000, val_every_n_steps=1_000)
     params["schedule"]["budget_minutes"] = 0.1
     result = run_training(tiny_examples, tiny_tokenizer, TrainingConfig.from_params(params))

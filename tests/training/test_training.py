@@ -355,31 +355,6 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path, tiny_tokenizer, tiny_examp
     assert np.isfinite(result.metrics["val/mlm_loss"])
 
 
-@pytest.mark.xdist_group("inductor")  # shares its compiled kernels with test_hardware.py's
-def test_compiled_run_without_dropout_exports_the_architecture(
-    tmp_path, tiny_tokenizer, tiny_examples
-):
-    """`compile` and `dropout` change how the model trains, never what is exported."""
-    seen = {}
-
-    class Inspect(Callback):
-        def on_train_batch_end(self, trainer, pl_module, *args):
-            seen["compiled"] = pl_module.model._compiled_call_impl is not None
-            seen["dropout"] = {
-                m.p for m in pl_module.model.modules() if isinstance(m, torch.nn.Dropout)
-            } | {pl_module.model.bert.encoder.layer[0].attention.self.dropout_p}
-
-    cfg = tiny_config(tmp_path, precision="bf16-mixed", compile=True, dropout=0.0, max_steps=3)
-    result = run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[Inspect()])
-    assert seen == {"compiled": True, "dropout": {0.0}}
-    assert result.metrics["global_step"] == 3
-    assert np.isfinite(result.metrics["val/mlm_loss"])
-    assert result.model.config.hidden_dropout_prob == 0.1
-    assert result.model.config.attention_probs_dropout_prob == 0.1
-    with pytest.raises(TrainingConfigError, match="pretrain_model.dropout"):
-        tiny_config(tmp_path, dropout=1.0)
-
-
 def test_example_table_reads_the_shards_in_place(tiny_shards):
     table = ExampleTable(tiny_shards.table())
     for name in ("input_ids", "token_type_ids"):

@@ -13,10 +13,13 @@ cells of the tasks its folder holds and keeps the others (a task fine-tuned late
 Several folders of one row in one call that hold the same task are pretraining draws (one
 pretrained model each, say two pretraining seeds): the cell is the mean and standard deviation
 over the draws of each draw's mean, as one pretraining run is one draw of the recipe.
+`--draw NAME=EARLIER ROW` adds the kept cells of an earlier single-draw row as one more draw to
+the tasks NAME's folders hold in this call (for a draw whose folders are gone).
 
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
-        [--note "how the rows were made"] [--results benchmarks/bert_tiny_comparison.jsonl]
+        [--draw "budget, 60 min=an earlier row"] [--note "how the rows were made"] \\
+        [--results benchmarks/bert_tiny_comparison.jsonl]
 """
 
 from __future__ import annotations
@@ -103,12 +106,25 @@ def _reference(values: dict[str, float]) -> str:
     return " / ".join(f"{k} {v:.1f}" for k, v in values.items())
 
 
-def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
-    """The rows of `path` with the cells of `new_rows` in place of those of the same row and
-    task (written back)."""
-    records = []
-    if path.is_file():
-        records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+def read_results(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def earlier_draw(records: list[dict], row: str, task: str) -> dict:
+    """The kept cell of `row` and `task` as one pretraining draw."""
+    for record in records:
+        if record["row"] == row and record["task"] == task:
+            if "draws" in record:
+                raise SystemExit(f"--draw: row {row!r} {task} is already {record['draws']} draws")
+            return {k: v for k, v in record.items() if k not in ("row", "task", "collected")}
+    raise SystemExit(f"--draw: no row {row!r} with task {task} in the results")
+
+
+def update_results(path: Path, records: list[dict], new_rows: dict[str, dict]) -> dict[str, dict]:
+    """`records` with the cells of `new_rows` in place of those of the same row and task
+    (written back to `path`)."""
     records = [r for r in records if r["task"] not in new_rows.get(r["row"], {})]
     today = str(datetime.date.today())
     for name, cells in new_rows.items():
@@ -124,6 +140,9 @@ def update_results(path: Path, new_rows: dict[str, dict]) -> dict[str, dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--row", action="append", default=[], help="NAME=finetune data_dir")
+    parser.add_argument(
+        "--draw", action="append", default=[], help="NAME=EARLIER ROW: one more draw of NAME"
+    )
     parser.add_argument("--note", default="")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
@@ -133,11 +152,18 @@ def main() -> None:
         name, _, folder = spec.partition("=")
         for task, cell in read_row(Path(folder)).items():
             draws.setdefault(name, {}).setdefault(task, []).append(cell)
+    records = read_results(args.results)
+    for spec in reversed(args.draw):  # earlier draws first, in the order given
+        name, _, earlier = spec.partition("=")
+        if name not in draws:
+            raise SystemExit(f"--draw {spec!r}: no --row {name!r} in this call")
+        for task, cells in draws[name].items():
+            cells.insert(0, earlier_draw(records, earlier, task))
     new_rows = {
         name: {task: combine_draws(cells) for task, cells in tasks.items()}
         for name, tasks in draws.items()
     }
-    rows = update_results(args.results, new_rows)
+    rows = update_results(args.results, records, new_rows)
     if not rows:
         raise SystemExit(f"{args.results}: no rows; add one with --row NAME=DIR")
     tasks = [t for t in TASKS if any(t in cells for cells in rows.values())]

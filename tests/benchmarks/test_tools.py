@@ -273,6 +273,13 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     # stsb: 97.5 (lr 1e-4) and 45.0 (lr 1e-3), mean 71.25, sd 37.1
     assert "pearson 71.2 ± 37.1" in row and "accuracy 55.0 ± 0.0" in row
     assert "(lr 0.0001 / 0.001, 2 pretraining draws x 2 seeds, 90 train)" in row
+    # an earlier row whose folders are gone joins as the first draw of the tasks this call holds
+    run_tool(project_root, *tool, "--row", f"kept={tmp_path / 'draw2'}", "--draw", "kept=budget")
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| kept |"))
+    assert "pearson 71.2 ± 37.1" in row and "accuracy" not in row
+    assert "(lr 0.0001 / 0.001, 2 pretraining draws x 2 seeds, 90 train)" in row
+    with pytest.raises(AssertionError, match="is already 2 draws"):
+        run_tool(project_root, *tool, "--row", f"more={tmp_path / 'draw2'}", "--draw", "more=both")
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))

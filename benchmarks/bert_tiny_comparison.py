@@ -152,15 +152,20 @@ def main() -> None:
         name, _, folder = spec.partition("=")
         for task, cell in read_row(Path(folder)).items():
             draws.setdefault(name, {}).setdefault(task, []).append(cell)
-    records = read_results(args.results)
-    for spec in reversed(args.draw):  # earlier draws first, in the order given
-        name, _, earlier = spec.partition("=")
+    earlier: dict[str, list[str]] = {}
+    for spec in args.draw:
+        name, _, row = spec.partition("=")
         if name not in draws:
             raise SystemExit(f"--draw {spec!r}: no --row {name!r} in this call")
-        for task, cells in draws[name].items():
-            cells.insert(0, earlier_draw(records, earlier, task))
-    new_rows = {
-        name: {task: combine_draws(cells) for task, cells in tasks.items()}
+        earlier.setdefault(name, []).append(row)
+    records = read_results(args.results)
+    new_rows = {  # earlier draws first, as they were made
+        name: {
+            task: combine_draws(
+                [earlier_draw(records, row, task) for row in earlier.get(name, [])] + cells
+            )
+            for task, cells in tasks.items()
+        }
         for name, tasks in draws.items()
     }
     rows = update_results(args.results, records, new_rows)

@@ -30,7 +30,7 @@ import json
 import statistics
 from pathlib import Path
 
-from common import ROOT, command_line, mean_sd, write_report
+from common import ROOT, command_line, mean_sd, read_jsonl, write_report
 
 from bert_pipeline.glue.tasks import HOLDOUT, get_task
 
@@ -106,12 +106,6 @@ def _reference(values: dict[str, float]) -> str:
     return " / ".join(f"{k} {v:.1f}" for k, v in values.items())
 
 
-def read_results(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
 def earlier_draw(records: list[dict], row: str, task: str) -> dict:
     """The kept cell of `row` and `task` as one pretraining draw."""
     for record in records:
@@ -158,7 +152,7 @@ def main() -> None:
         if name not in draws:
             raise SystemExit(f"--draw {spec!r}: no --row {name!r} in this call")
         earlier.setdefault(name, []).append(row)
-    records = read_results(args.results)
+    records = read_jsonl(args.results) if args.results.is_file() else []
     new_rows = {  # earlier draws first, as they were made
         name: {
             task: combine_draws(

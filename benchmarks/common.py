@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import platform
 import shlex
@@ -53,6 +54,11 @@ def command_line(script: str) -> str:
         i = argv.index("--note")
         argv = argv[:i] + argv[i + 2 :]
     return shlex.join(["python", script, *argv])
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a results file, one JSON object per line."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 def write_report(lines: list[str], note: str, output: Path) -> None:

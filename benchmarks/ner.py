@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import SHARED_DATA, minilm_dir, training_arguments
+from common import SHARED_DATA, minilm_dir, read_jsonl, training_arguments
 
 from bert_pipeline.io.conll_dataset import ConllDataset
 from bert_pipeline.model.checkpoint import read_checkpoint
@@ -229,7 +229,7 @@ def run_features(args) -> list[dict]:
 
 
 def report(args) -> None:
-    rows = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line]
+    rows = read_jsonl(Path(args.results))
     lines = [
         "# NER on CoNLL-2003",
         "",

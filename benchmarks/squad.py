@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from common import SHARED_DATA, minilm_dir, training_arguments
+from common import SHARED_DATA, minilm_dir, read_jsonl, training_arguments
 
 from bert_pipeline.model.checkpoint import read_checkpoint
 from bert_pipeline.squad.config import SquadConfig
@@ -161,7 +161,7 @@ def run_hf(args) -> dict:
 
 
 def report(args) -> None:
-    rows = [json.loads(line) for line in Path(args.results).read_text().splitlines() if line]
+    rows = read_jsonl(Path(args.results))
     lines = [
         "# SQuAD v1.1",
         "",

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import KEDRO, ROOT, command_line, cpu_name, write_report
+from common import KEDRO, ROOT, baseline_checkout, command_line, cpu_name, write_report
 
 REFUSED_MESSAGE = "pretrain_model.optimizer.lr=-1.0 must be > 0"
 
@@ -41,7 +41,9 @@ def timed(command: list[str], cwd: Path, env: dict[str, str], expect: str | None
     return seconds
 
 
-def checkouts(baseline: str | None, scratch: Path) -> dict[str, tuple[Path, dict[str, str]]]:
+def checkouts(
+    baseline: str | None, tree: Path | None, scratch: Path
+) -> dict[str, tuple[Path, dict[str, str]]]:
     """name -> (working directory, environment) of each side measured."""
     env = {
         **os.environ,
@@ -49,11 +51,7 @@ def checkouts(baseline: str | None, scratch: Path) -> dict[str, tuple[Path, dict
         "MLFLOW_TRACKING_URI": f"sqlite:///{scratch / 'mlflow.db'}",
     }
     sides = {"current": (ROOT, env)}
-    if baseline:
-        tree = scratch / "baseline"
-        subprocess.run(
-            ["git", "worktree", "add", "-q", "--detach", str(tree), baseline], check=True
-        )
+    if tree:
         sides[f"baseline {baseline}"] = (tree, {**env, "PYTHONPATH": str(tree / "src")})
     return sides
 
@@ -69,18 +67,14 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        sides = checkouts(args.baseline, scratch)
-        try:
+        with baseline_checkout(args.baseline, scratch) as tree:
+            sides = checkouts(args.baseline, tree, scratch)
             times = {(s, c): [] for s in sides for c in commands(scratch)}
             for _ in range(args.repeats + 1):
                 for (side, name), samples in times.items():
                     cwd, env = sides[side]
                     expect = REFUSED_MESSAGE if name.startswith("refused") else None
                     samples.append(timed(commands(scratch)[name], cwd, env, expect))
-        finally:
-            if args.baseline:
-                remove = ["git", "worktree", "remove", "--force", str(scratch / "baseline")]
-                subprocess.run(remove, cwd=ROOT)
     load_after = os.getloadavg()[0]
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

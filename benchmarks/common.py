@@ -8,6 +8,7 @@ tool or an experiment), so each tool can change without breaking the others.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -15,14 +16,18 @@ import platform
 import shlex
 import statistics
 import struct
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import torch
 
+from bert_pipeline.data.masking import MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ, num_to_predict
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import GlueTask, get_task
+from bert_pipeline.training.config import FinetuneConfig, OptimizerParams
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the public data beside the checkout
@@ -45,6 +50,22 @@ def cpu_name() -> str:
 def mean_sd(values: list[float]) -> tuple[float, float]:
     """Mean and sample standard deviation over seeds (0 for a single run)."""
     return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+@contextlib.contextmanager
+def baseline_checkout(revision: str | None, scratch: Path) -> Iterator[Path | None]:
+    """`revision` checked out (detached) under `scratch` to measure beside the working tree, and
+    removed afterwards; None without a revision."""
+    if not revision:
+        yield None
+        return
+    tree = scratch / "baseline"
+    worktree = ["git", "-C", str(ROOT), "worktree"]
+    subprocess.run([*worktree, "add", "-q", "--detach", str(tree), revision], check=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run([*worktree, "remove", "--force", str(tree)], check=False)
 
 
 def command_line(script: str) -> str:
@@ -119,37 +140,42 @@ def load_tables(
     return task, train.reset_index(drop=True), dev
 
 
+RECIPE = FinetuneConfig()  # the fine-tuning defaults every transformers reference runs with
+
+
 def training_arguments(
     out_dir: str,
     *,
     learning_rate: float,
     batch_size: int,
     epochs: int,
-    warmup_steps: int,
+    total_steps: int,
     seed: int,
-    weight_decay: float = 0.01,
-    gradient_clip_val: float = 1.0,
+    weight_decay: float = RECIPE.weight_decay,
+    warmup_proportion: float = RECIPE.warmup_proportion,
+    gradient_clip_val: float = RECIPE.gradient_clip_val,
     **extra,
 ):
     """Trainer arguments matching bert_pipeline's fine-tuning optimizer and schedule.
 
     Every transformers reference (GLUE, NER, SQuAD) compares against the same hyperparameters:
-    AdamW betas 0.9/0.999 eps 1e-6, linear warmup then decay, clipping.
+    AdamW (betas, eps), linear warmup then decay, clipping.
     """
     from transformers import TrainingArguments
 
+    adam = OptimizerParams()
     return TrainingArguments(
         output_dir=out_dir,
         per_device_train_batch_size=batch_size,
         num_train_epochs=epochs,
         learning_rate=learning_rate,
         lr_scheduler_type="linear",
-        warmup_steps=warmup_steps,
+        warmup_steps=int(warmup_proportion * total_steps),  # ours floors; warmup_ratio would ceil
         weight_decay=weight_decay,
         optim="adamw_torch",
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-6,
+        adam_beta1=adam.betas[0],
+        adam_beta2=adam.betas[1],
+        adam_epsilon=adam.eps,
         max_grad_norm=gradient_clip_val,
         seed=seed,
         save_strategy="no",
@@ -180,8 +206,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_
     parser.add_argument("--batch-size", type=int, default=batch_size)
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--vocab-size", type=int, default=vocab_size)
-    parser.add_argument("--mask-prob", type=float, default=0.15)
-    parser.add_argument("--max-predictions", type=int, default=20)
+    parser.add_argument("--mask-prob", type=float, default=MASKED_LM_PROB)
+    parser.add_argument("--max-predictions", type=int, default=MAX_PREDICTIONS_PER_SEQ)
 
 
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
@@ -204,7 +230,7 @@ def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) 
         token_type_ids[i, sep + 1 : n] = 1
         attention_mask[i, :n] = 1
         candidates = torch.tensor([j for j in range(1, n - 1) if j != sep])
-        k = min(P, max(1, round(n * args.mask_prob)))
+        k = int(num_to_predict(n, args.mask_prob, P))
         chosen = candidates[torch.randperm(len(candidates), generator=gen)[:k]].sort().values
         positions[i, :k] = chosen
         labels[i, :k] = input_ids[i, chosen]

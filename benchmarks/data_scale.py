@@ -18,7 +18,6 @@ import argparse
 import glob
 import json
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -30,7 +29,17 @@ import time
 from pathlib import Path
 
 import psutil
-from common import ROOT, SHARED_DATA, kedro_run_command, split_at_stages, text_size
+from common import (
+    ROOT,
+    SHARED_DATA,
+    command_line,
+    cpu_name,
+    kedro_run_command,
+    split_at_stages,
+    text_size,
+)
+
+from bert_pipeline.data.examples import ExampleConfig
 
 WIKI = SHARED_DATA / "corpora" / "wikipedia-en"
 MB = 1_000_000
@@ -166,8 +175,16 @@ def run_google_reference(text_file: Path, vocab: Path, bert_dir: Path, dupe_fact
     cpd.FLAGS.do_whole_word_mask = False
     tokenizer = cpd.tokenization.FullTokenizer(vocab_file=str(vocab), do_lower_case=True)
     start = time.perf_counter()
+    flags = ExampleConfig()  # google's flag defaults, as conf/base's pretrain_data.examples
     instances = cpd.create_training_instances(
-        [str(text_file)], tokenizer, 128, dupe_factor, 0.1, 0.15, 20, random.Random(12345)
+        [str(text_file)],
+        tokenizer,
+        flags.max_seq_length,
+        dupe_factor,
+        flags.short_seq_prob,
+        flags.masked_lm_prob,
+        flags.max_predictions_per_seq,
+        random.Random(flags.seed),
     )
     seconds = time.perf_counter() - start
     return {
@@ -351,8 +368,8 @@ def write_report(args, rows, google, training, work: Path) -> None:
     lines = [
         "# Data pipeline at scale (benchmarks/data_scale.py)",
         "",
-        f"Command: `python benchmarks/data_scale.py {' '.join(sys.argv[1:])}`",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Command: `{command_line('benchmarks/data_scale.py')}`",
+        f"Machine: {cpu_name()}, {os.cpu_count()} cores, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM; {time.strftime('%Y-%m-%d')}; "
         "no other work ran during the measurement.",
         "Input: the first files of ../shared/data/corpora/wikipedia-en (WikiExtractor .gz), sizes "

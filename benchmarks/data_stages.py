@@ -35,6 +35,7 @@ from common import (
     DATA_STAGES_HEADING,
     ROOT,
     SHARED_DATA,
+    baseline_checkout,
     command_line,
     cpu_name,
     minilm_dir,
@@ -207,16 +208,11 @@ def tokenizer_options(source: dict, documents_per_shard: int, repeats: int) -> d
     return {name: statistics.median(s) / mb for name, s in seconds.items()}
 
 
-def checkouts(baseline: str | None, scratch: Path) -> dict[str, dict[str, str]]:
+def checkouts(baseline: str | None, tree: Path | None) -> dict[str, dict[str, str]]:
     """side name -> environment of the subprocess that measures it."""
     env = {**os.environ, "RAYON_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
     sides = {"current": env}
-    if baseline:
-        tree = scratch / "baseline"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), baseline],
-            check=True,
-        )
+    if tree:
         sides[f"baseline {baseline}"] = {**env, "PYTHONPATH": str(tree / "src")}
     return sides
 
@@ -252,8 +248,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         source, size = corpus_source(args.corpus, args.mb, scratch / "corpus")
-        sides = checkouts(args.baseline, scratch)
-        try:
+        with baseline_checkout(args.baseline, scratch) as tree:
+            sides = checkouts(args.baseline, tree)
             samples = measure(args, sides, source, scratch)
             options = subprocess.run(
                 [sys.executable, __file__, "--options", json.dumps(source), *options_args(args)],
@@ -262,20 +258,6 @@ def main() -> None:
                 text=True,
                 check=True,
             )
-        finally:
-            if args.baseline:
-                subprocess.run(
-                    [
-                        "git",
-                        "-C",
-                        str(ROOT),
-                        "worktree",
-                        "remove",
-                        "--force",
-                        str(scratch / "baseline"),
-                    ],
-                    check=False,
-                )
     report(args, samples, size, json.loads(options.stdout.strip().splitlines()[-1]))
 
 

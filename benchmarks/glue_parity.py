@@ -24,7 +24,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import mean
 
-from common import DEFAULT_GLUE, Encoded, load_tables, minilm_dir, training_arguments
+from common import (
+    DEFAULT_GLUE,
+    RECIPE,
+    Encoded,
+    load_tables,
+    minilm_dir,
+    read_jsonl,
+    training_arguments,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -119,7 +127,6 @@ def step_check(args: argparse.Namespace) -> dict:
     encoded = encode_table(tokenizer, train, args.max_seq_length)
     features = GlueFeatures(encoded, train["label"], task.is_regression)
     steps = -(-len(features) // args.batch_size) * args.epochs
-    warmup = 0.1
 
     ours_losses: list[float] = []
 
@@ -129,7 +136,9 @@ def step_check(args: argparse.Namespace) -> dict:
             ours_losses.append(loss.item())
             return loss
 
-    trial = TrialParams(args.learning_rate, args.seeds[0], 0.01, warmup)
+    trial = TrialParams(
+        args.learning_rate, args.seeds[0], RECIPE.weight_decay, RECIPE.warmup_proportion
+    )
     module = Recording(ours, task, ["dev"], trial)
     loader = DataLoader(features, args.batch_size, shuffle=False, collate_fn=features.collate)
     devices = GlueConfig(accelerator="cpu", progress_bar=False)  # as finetune_task's
@@ -163,7 +172,7 @@ def step_check(args: argparse.Namespace) -> dict:
                 learning_rate=args.learning_rate,
                 batch_size=args.batch_size,
                 epochs=args.epochs,
-                warmup_steps=int(warmup * steps),
+                total_steps=steps,
                 seed=args.seeds[0],
                 disable_tqdm=True,
             ),
@@ -227,10 +236,8 @@ def fmt(value: float) -> str:
 def report(results: Path) -> str:
     """Markdown table: per task and metric, last-epoch dev metric per side (seed means)."""
     runs: dict[tuple[str, str], list[dict]] = defaultdict(list)
-    for line in results.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            record = json.loads(line)
-            runs[(record["task"], record["side"])].append(record)
+    for record in read_jsonl(results):
+        runs[(record["task"], record["side"])].append(record)
     tasks = list(dict.fromkeys(task for task, _ in runs))
     header = ["task", "metric", "ours", "HF Trainer", "diff", "ours wall s", "HF wall s"]
     header += ["seeds", "per seed ours / HF", "max epoch gap", "train / dev"]

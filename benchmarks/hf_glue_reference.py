@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from common import DEFAULT_GLUE, Encoded, load_tables, training_arguments
+from common import DEFAULT_GLUE, RECIPE, Encoded, load_tables, training_arguments
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
@@ -60,10 +60,10 @@ def run_reference(
     epochs: int,
     batch_size: int = 32,
     eval_batch_size: int = 128,
-    warmup_proportion: float = 0.1,
-    weight_decay: float = 0.01,
-    max_seq_length: int = 128,
-    gradient_clip_val: float = 1.0,
+    warmup_proportion: float = RECIPE.warmup_proportion,
+    weight_decay: float = RECIPE.weight_decay,
+    max_seq_length: int = RECIPE.max_seq_length,
+    gradient_clip_val: float = RECIPE.gradient_clip_val,
     progress_bar: bool = False,
 ) -> dict:
     """Fine-tunes once; returns per-epoch dev metrics and the wall time (load to last eval)."""
@@ -104,9 +104,10 @@ def run_reference(
             learning_rate=learning_rate,
             batch_size=batch_size,
             epochs=epochs,
-            warmup_steps=int(warmup_proportion * steps),  # ours floors; warmup_ratio would ceil
+            total_steps=steps,
             seed=seed,
             weight_decay=weight_decay,
+            warmup_proportion=warmup_proportion,
             gradient_clip_val=gradient_clip_val,
             per_device_eval_batch_size=eval_batch_size,
             eval_strategy="epoch",

@@ -128,7 +128,7 @@ def run_hf(args) -> dict:
             learning_rate=args.learning_rate,
             batch_size=args.batch_size,
             epochs=args.epochs,
-            warmup_steps=int(0.1 * steps),
+            total_steps=steps,
             seed=args.seed,
             per_device_eval_batch_size=64,
             logging_strategy="epoch",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 from kedro.io.core import DatasetError
 
 from bert_pipeline.io.conll_dataset import ConllDataset, ConllPredictionsDataset
@@ -17,6 +18,7 @@ from bert_pipeline.ner.conll import (
     write_conll,
 )
 from bert_pipeline.schemas.ner import sentences
+from tests.conftest import PROJECT_ROOT
 from tests.ner.helpers import conll_text, write_conll_folder
 
 
@@ -113,3 +115,10 @@ def test_the_real_conll2003_reads_and_validates(shared_data):
     for frame in frames.values():
         sentences.validate(frame)
     assert int(frames["train"]["tokens"].map(len).sum()) == 203621
+
+
+def test_conf_labels_are_the_code_default():
+    """The catalog and parameters read conf/base's tags, code without Kedro CONLL_LABELS: one list,
+    in the class-id order a saved NER model's head depends on."""
+    labels = yaml.safe_load((PROJECT_ROOT / "conf/base/globals.yml").read_text())["ner_labels"]
+    assert labels == CONLL_LABELS

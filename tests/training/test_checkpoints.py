@@ -20,7 +20,7 @@ from lightning.pytorch import Callback
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import save_pretrained
-from bert_pipeline.training.config import TrainingConfigError
+from bert_pipeline.params import ConfigError
 from bert_pipeline.training.trainer import run_training
 from tests.training.test_training import tiny_config
 
@@ -54,7 +54,7 @@ def test_damaged_checkpoint_files_are_named_with_their_parameter(
 ):
     bad = tmp_path / "bad.ckpt"
     bad.write_bytes(b"PK\x03\x04 not a checkpoint")
-    with pytest.raises(TrainingConfigError, match=rf"pretrain_model.resume: {bad} is not a read"):
+    with pytest.raises(ConfigError, match=rf"pretrain_model.resume: {bad} is not a read"):
         run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path, resume=str(bad)))
 
     config = BertConfig.from_preset("tiny", vocab_size=200, max_position_embeddings=64)
@@ -62,7 +62,7 @@ def test_damaged_checkpoint_files_are_named_with_their_parameter(
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:1000])
     cfg = tiny_config(tmp_path, init_from=str(folder), model_overrides={})
-    with pytest.raises(TrainingConfigError, match=r"init_from: .*model.safetensors is not a read"):
+    with pytest.raises(ConfigError, match=r"init_from: .*model.safetensors is not a read"):
         run_training(tiny_examples, tiny_tokenizer, cfg)
 
 
@@ -74,7 +74,7 @@ def test_resume_true_refuses_a_dangling_or_missing_last_checkpoint(
     (folder / "step-6.ckpt").unlink()  # last.ckpt now links to nothing
     cfg = tiny_config(tmp_path, resume=True)
     with pytest.raises(
-        TrainingConfigError,
+        ConfigError,
         match=rf"^parameter pretrain_model.resume=true: {folder}/last.ckpt points to "
         r"step-6.ckpt, which does not exist, .*set pretrain_model.resume=false to start over",
     ):
@@ -82,11 +82,11 @@ def test_resume_true_refuses_a_dangling_or_missing_last_checkpoint(
     assert [p.name for p in folder.glob("*.ckpt")] == ["last.ckpt"]  # nothing archived or trained
 
     (folder / "step-6.ckpt").write_bytes(b"PK\x03\x04 torn")
-    with pytest.raises(TrainingConfigError, match=rf"{folder}/last.ckpt is not a readable check"):
+    with pytest.raises(ConfigError, match=rf"{folder}/last.ckpt is not a readable check"):
         run_training(tiny_examples, tiny_tokenizer, cfg)
     (folder / "step-6.ckpt").unlink()
     (folder / "last.ckpt").unlink()
-    with pytest.raises(TrainingConfigError, match=rf"{folder}/last.ckpt does not exist, so"):
+    with pytest.raises(ConfigError, match=rf"{folder}/last.ckpt does not exist, so"):
         run_training(tiny_examples, tiny_tokenizer, cfg)
     assert not list(folder.glob("*.ckpt"))
 

@@ -10,8 +10,9 @@ import pytest
 import torch
 from lightning.pytorch import Callback
 
+from bert_pipeline.params import ConfigError
 from bert_pipeline.training import hardware
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.hardware import bf16_units, choose, warn_emulated_bf16
 from bert_pipeline.training.trainer import run_training
 from tests.training.test_training import tiny_config, tiny_params
@@ -76,9 +77,9 @@ def test_bf16_asked_for_on_a_cpu_without_bf16_units_is_warned_once(cpu, caplog):
 
 def test_compile_must_be_true_false_or_auto(tmp_path):
     assert tiny_config(tmp_path, compile="auto", precision="auto").compile == "auto"
-    with pytest.raises(TrainingConfigError, match="pretrain_model.compile"):
+    with pytest.raises(ConfigError, match="pretrain_model.compile"):
         tiny_config(tmp_path, compile="sometimes")
-    with pytest.raises(TrainingConfigError, match="pretrain_model.precision"):
+    with pytest.raises(ConfigError, match="pretrain_model.precision"):
         tiny_config(tmp_path, precision="bf17")
 
 
@@ -110,7 +111,7 @@ def test_a_real_auto_run_trains_as_this_machine_pays_and_exports_the_architectur
     assert np.isfinite(result.metrics["val/mlm_loss"])
     assert result.model.config.hidden_dropout_prob == 0.1
     assert result.model.config.attention_probs_dropout_prob == 0.1
-    with pytest.raises(TrainingConfigError, match="pretrain_model.dropout"):
+    with pytest.raises(ConfigError, match="pretrain_model.dropout"):
         tiny_config(tmp_path, dropout=1.0)
 
 
@@ -144,7 +145,7 @@ def test_a_time_budget_stops_the_run_and_brings_the_rate_down(
     lr = result.history.query("metric == 'train/lr'")["value"]
     assert lr.iloc[-1] < 0.2 * lr.max()
     params["schedule"]["budget_minutes"] = 0
-    with pytest.raises(TrainingConfigError, match="pretrain_model.schedule.budget_minutes"):
+    with pytest.raises(ConfigError, match="pretrain_model.schedule.budget_minutes"):
         TrainingConfig.from_params(params)
 
 

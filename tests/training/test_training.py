@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+import yaml
 from lightning.pytorch import Callback
 
 from bert_pipeline.data.tokenizer import (
@@ -31,7 +32,8 @@ from bert_pipeline.model.checkpoint import (
     model_to_checkpoint,
     save_pretrained,
 )
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.params import ConfigError
+from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.core import linear_warmup_decay, parameter_groups
 from bert_pipeline.training.data import (
     ExampleTable,
@@ -41,6 +43,7 @@ from bert_pipeline.training.data import (
 )
 from bert_pipeline.training.module import BATCH_KEYS, BertPretrainingModule
 from bert_pipeline.training.trainer import run_training
+from tests.conftest import PROJECT_ROOT
 from tests.training.conftest import EXAMPLE_PARAMETERS, write_shards
 
 _NESTED = {  # short names the tests use -> the parameter paths of pretrain_model
@@ -110,18 +113,27 @@ def test_config_from_params_names_bad_parameter():
     # the node hands the same dict to the multi-device launcher: it must be left intact
     assert params["optimizer"] == {"lr": 5e-4} and params["schedule"]["max_steps"] == 10
     assert TrainingConfig.from_params(params) == cfg
-    with pytest.raises(TrainingConfigError, match="pretrain_model.model.init_checkpoint"):
+    with pytest.raises(ConfigError, match="pretrain_model.model.init_checkpoint"):
         TrainingConfig.from_params({"model": {"init_checkpoint": "x"}})
-    with pytest.raises(TrainingConfigError, match="warmup_steps"):
+    with pytest.raises(ConfigError, match="warmup_steps"):
         TrainingConfig.from_params({"schedule": {"warmup_steps": 20, "max_steps": 10}})
-    with pytest.raises(TrainingConfigError, match="pretrain_model.batch_sise"):
+    with pytest.raises(ConfigError, match="pretrain_model.batch_sise"):
         TrainingConfig.from_params({"batch_sise": 3})
-    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr: .*'fast'"):
+    with pytest.raises(ConfigError, match="pretrain_model.optimizer.lr: .*'fast'"):
         TrainingConfig.from_params({"optimizer": {"lr": "fast"}})
-    with pytest.raises(TrainingConfigError, match="pretrain_model.optimizer.lr=0.0 must be > 0"):
+    with pytest.raises(ConfigError, match="pretrain_model.optimizer.lr=0.0 must be > 0"):
         TrainingConfig.from_params({"optimizer": {"lr": 0}})
     # YAML reads 5e-5 as a string; the typed parameters take it as the float it means
     assert TrainingConfig.from_params({"optimizer": {"lr": "5e-5"}}).optimizer.lr == 5e-5
+
+
+def test_config_defaults_are_conf_base():
+    """Code that builds a TrainingConfig without Kedro trains as `kedro run` does: the typed
+    defaults are conf/base's values (paths from runtime parameters aside)."""
+    conf = PROJECT_ROOT / "conf/base/parameters_pretrain_model.yml"
+    params = yaml.safe_load(conf.read_text())["pretrain_model"]
+    params = {k: v for k, v in params.items() if not (isinstance(v, str) and "${" in v)}
+    assert TrainingConfig.from_params(params) == TrainingConfig()
 
 
 def test_launcher_params_resolve_runtime_params_to_their_defaults(tmp_path):
@@ -154,7 +166,7 @@ def test_masking_modes_are_the_examples_modes_and_auto():
         assert TrainingConfig.from_params({"masking": mode}).masking == mode
     with pytest.raises(ValueError, match="pretrain_data.examples.masking='auto' must be"):
         ExampleConfig(masking="auto").check()
-    with pytest.raises(TrainingConfigError, match="pretrain_model.masking='random' must be one"):
+    with pytest.raises(ConfigError, match="pretrain_model.masking='random' must be one"):
         TrainingConfig.from_params({"masking": "random"})
 
 
@@ -343,7 +355,7 @@ def test_init_from_imported_checkpoint(tmp_path, tiny_tokenizer, tiny_examples):
 def test_init_from_checkpoint_with_too_small_vocabulary(tmp_path, tiny_tokenizer, tiny_examples):
     save_pretrained(BertModel(BertConfig.from_preset("tiny", vocab_size=10)), tmp_path / "small")
     cfg = tiny_config(tmp_path, init_from=str(tmp_path / "small"), model_overrides={})
-    with pytest.raises(TrainingConfigError, match="init_from=.*vocab.txt"):
+    with pytest.raises(ConfigError, match="init_from=.*vocab.txt"):
         run_training(tiny_examples, tiny_tokenizer, cfg)
 
 
@@ -514,7 +526,7 @@ def test_fp32_training_steps_take_the_mlm_loss_without_its_logits(
 
 
 def test_nsp_loss_weight_must_not_be_negative(tmp_path):
-    with pytest.raises(TrainingConfigError, match=r"pretrain_model\.nsp_loss_weight"):
+    with pytest.raises(ConfigError, match=r"pretrain_model\.nsp_loss_weight"):
         tiny_config(tmp_path, nsp_loss_weight=-1.0)
 
 
@@ -564,16 +576,16 @@ def test_left_to_right_settings_that_would_be_ignored_are_refused(
     tmp_path, tiny_tokenizer, tiny_examples
 ):
     with pytest.raises(
-        TrainingConfigError, match=r"masking='dynamic' cannot be dynamic with objective ltr"
+        ConfigError, match=r"masking='dynamic' cannot be dynamic with objective ltr"
     ):
         tiny_config(tmp_path, objective="ltr", masking="dynamic")
-    with pytest.raises(TrainingConfigError, match=r"makes a left-to-right model .*objective='mlm'"):
+    with pytest.raises(ConfigError, match=r"makes a left-to-right model .*objective='mlm'"):
         run_training(
             tiny_examples,
             tiny_tokenizer,
             tiny_config(tmp_path, model_overrides={"is_decoder": True}),
         )
-    with pytest.raises(TrainingConfigError, match=r"sets head_lstm_size, a fine-tuning head"):
+    with pytest.raises(ConfigError, match=r"sets head_lstm_size, a fine-tuning head"):
         run_training(
             tiny_examples,
             tiny_tokenizer,

@@ -16,7 +16,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from bert_pipeline.data.masking import corrupt, num_to_predict
+from bert_pipeline.data.masking import (
+    MASKED_LM_PROB,
+    MAX_PREDICTIONS_PER_SEQ,
+    corrupt,
+    masking_rules,
+    num_to_predict,
+)
 from bert_pipeline.model.bert import IGNORE_INDEX
 
 
@@ -35,8 +41,8 @@ class PretrainingCollator:
         vocab_size: int | None = None,
         special_token_ids: Iterable[int] = (),
         dynamic_masking: bool = False,
-        masked_lm_prob: float = 0.15,
-        max_predictions_per_seq: int = 20,
+        masked_lm_prob: float = MASKED_LM_PROB,
+        max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ,
         pad_to_multiple_of: int | None = 8,
         seed: int = 0,
         next_token: bool = False,
@@ -46,12 +52,11 @@ class PretrainingCollator:
         if dynamic_masking:
             if mask_token_id is None or vocab_size is None:
                 raise ValueError("dynamic_masking=True needs mask_token_id and vocab_size")
-            if not 0.0 < masked_lm_prob < 1.0:
-                raise ValueError(f"masked_lm_prob must be in (0, 1), got {masked_lm_prob}")
-            if max_predictions_per_seq < 1:
-                raise ValueError(
-                    f"max_predictions_per_seq must be >= 1, got {max_predictions_per_seq}"
-                )
+            values = (masked_lm_prob, max_predictions_per_seq)
+            rules = masking_rules(*values)
+            for (name, ok, why), value in zip(rules, values, strict=True):
+                if not ok:
+                    raise ValueError(f"{name} {why}, got {value}")
         self.pad_token_id = int(pad_token_id)
         self.mask_token_id = None if mask_token_id is None else int(mask_token_id)
         self.vocab_size = None if vocab_size is None else int(vocab_size)

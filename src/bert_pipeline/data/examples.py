@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from bert_pipeline.data.masking import DYNAMIC, EXAMPLE_MASKING, corrupt, num_to_predict
+from bert_pipeline.data.masking import (
+    DYNAMIC,
+    EXAMPLE_MASKING,
+    MASKED_LM_PROB,
+    MAX_PREDICTIONS_PER_SEQ,
+    corrupt,
+    masking_rules,
+    num_to_predict,
+)
 from bert_pipeline.params import require
 
 if TYPE_CHECKING:
@@ -58,8 +66,8 @@ class ExampleConfig:
 
     max_seq_length: int = 128
     short_seq_prob: float = 0.1
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = MASKED_LM_PROB
+    max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ
     dupe_factor: int = 10
     whole_word_mask: bool = False
     masking: str = "static"  # static: masks drawn here; dynamic: by the collator per batch
@@ -86,8 +94,7 @@ class ExampleConfig:
         )
         for name, ok, why in (
             ("short_seq_prob", 0.0 <= self.short_seq_prob <= 1.0, "must be in [0, 1]"),
-            ("masked_lm_prob", 0.0 < self.masked_lm_prob < 1.0, "must be in (0, 1)"),
-            ("max_predictions_per_seq", self.max_predictions_per_seq >= 1, "must be >= 1"),
+            *masking_rules(self.masked_lm_prob, self.max_predictions_per_seq),
             ("dupe_factor", self.dupe_factor >= 1, "must be >= 1"),
             ("seed", self.seed >= 0, "must be >= 0"),
             ("masking", self.masking in EXAMPLE_MASKING, "must be static or dynamic"),

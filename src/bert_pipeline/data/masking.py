@@ -9,10 +9,19 @@ from __future__ import annotations
 import numpy as np
 
 MASK_SHARE, KEEP_SHARE = 0.8, 0.1  # the rest becomes a random id
+MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ = 0.15, 20  # google's flags (20 of 128 tokens)
 
 # Where an example's masks are drawn: once, with the examples, or per batch by the collator
 STATIC, DYNAMIC = "static", "dynamic"
 EXAMPLE_MASKING = (STATIC, DYNAMIC)
+
+
+def masking_rules(masked_lm_prob: float, max_predictions_per_seq: int) -> tuple:
+    """`(name, ok, why)` per masking parameter, for the example config and the collator."""
+    return (
+        ("masked_lm_prob", 0.0 < masked_lm_prob < 1.0, "must be in (0, 1)"),
+        ("max_predictions_per_seq", max_predictions_per_seq >= 1, "must be >= 1"),
+    )
 
 
 def num_to_predict(

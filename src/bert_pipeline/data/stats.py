@@ -152,7 +152,7 @@ def truncation_warnings(parts: list[dict[str, Any]], cfg: ExampleConfig) -> list
 
 
 def example_statistics(table: pa.Table, cfg: ExampleConfig, vocab: Vocab) -> dict[str, Any]:
-    """Statistics of one in-memory examples table (tests, benchmarks)."""
+    """Statistics of one in-memory examples table, merged as the report merges its shards."""
     return merge_statistics([partial_statistics(table, cfg, vocab)], cfg)
 
 

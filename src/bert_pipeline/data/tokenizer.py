@@ -28,6 +28,7 @@ TOKENIZER_FILE = "tokenizer.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 SPECIAL_TOKENS_MAP_FILE = "special_tokens_map.json"
+MAX_INPUT_CHARS_PER_WORD = 100  # google's WordpieceTokenizer: a longer word is one [UNK]
 # transformers' names for the five special tokens (its BertTokenizer's arguments)
 SPECIAL_TOKEN_ROLES = {
     "unk_token": UNK,
@@ -46,16 +47,21 @@ class TokenizerParams:
     vocab_size: int = 30522
     lowercase: bool = True
     min_frequency: int = 2
+    limit_alphabet: int = 1000  # characters kept (the most frequent); a word with another is [UNK]
     sample_size: int = 1_000_000  # sentences to train on (a seeded sample)
     seed: int = 12345
 
     def check(self, root: str) -> None:
-        for name in ("vocab_size", "min_frequency", "sample_size"):
+        for name in ("vocab_size", "min_frequency", "limit_alphabet", "sample_size"):
             require(getattr(self, name) >= 1, root, name, "must be >= 1", getattr(self, name))
 
 
 class TokenizerError(ValueError):
     """A vocabulary or tokenizer folder that cannot serve BERT pretraining."""
+
+
+def _wordpiece(vocab: dict[str, int] | None = None) -> WordPiece:
+    return WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD)
 
 
 def _configure(tok: Tokenizer, lowercase: bool) -> Tokenizer:
@@ -93,10 +99,10 @@ def special_token_ids(tok: Tokenizer, source: str = "tokenizer") -> dict[str, in
 
 def train_tokenizer(
     texts: Iterable[str],
-    vocab_size: int = 30522,
-    lowercase: bool = True,
-    min_frequency: int = 2,
-    limit_alphabet: int = 1000,
+    vocab_size: int = TokenizerParams.vocab_size,
+    lowercase: bool = TokenizerParams.lowercase,
+    min_frequency: int = TokenizerParams.min_frequency,
+    limit_alphabet: int = TokenizerParams.limit_alphabet,
     length: int | None = None,
 ) -> Tokenizer:
     """Trains a WordPiece vocabulary on `texts`; special tokens take ids 0..4 ([PAD]=0).
@@ -106,9 +112,12 @@ def train_tokenizer(
     process with TOKENIZERS_PARALLELISM=false: another tie-break inside tokenizers' trainer.
     """
     if vocab_size <= len(SPECIAL_TOKENS):
-        raise TokenizerError(f"parameter vocab_size={vocab_size} must exceed the 5 special tokens")
+        raise TokenizerError(
+            f"parameter vocab_size={vocab_size} must exceed the {len(SPECIAL_TOKENS)} special "
+            "tokens"
+        )
     texts = list(texts)  # read twice: once for the alphabet, once to train
-    tok = _configure(Tokenizer(WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+    tok = _configure(Tokenizer(_wordpiece()), lowercase)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -119,10 +128,7 @@ def train_tokenizer(
     )
     tok.train_from_iterator(_batched(texts), trainer=trainer, length=length or len(texts))
     # Rebuilt from the learned vocabulary so that only the five BERT tokens are special.
-    trained = _configure(
-        Tokenizer(WordPiece(tok.get_vocab(), unk_token=UNK, max_input_chars_per_word=100)),
-        lowercase,
-    )
+    trained = _configure(Tokenizer(_wordpiece(tok.get_vocab())), lowercase)
     trained.add_special_tokens(SPECIAL_TOKENS)
     return _add_post_processor(trained, "trained tokenizer")
 
@@ -177,9 +183,7 @@ def _from_vocab_text(text: str, lowercase: bool, source: str) -> Tokenizer:
         raise TokenizerError(f"{source}: the vocabulary is empty")
     if UNK not in vocab:
         raise TokenizerError(f"{source}: vocabulary lacks the special token(s) ['{UNK}']")
-    tok = _configure(
-        Tokenizer(WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100)), lowercase
-    )
+    tok = _configure(Tokenizer(_wordpiece(vocab)), lowercase)
     return _add_post_processor(tok, source)
 
 

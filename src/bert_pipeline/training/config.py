@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bert_pipeline.data.masking import EXAMPLE_MASKING
+from bert_pipeline.data.masking import EXAMPLE_MASKING, MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ
 from bert_pipeline.model.config import CLASSIFIER_POOLINGS, PRESETS, BertConfig
 from bert_pipeline.params import ConfigError, parse_params, require
 
@@ -18,8 +18,6 @@ from bert_pipeline.params import ConfigError, parse_params, require
 PRECISIONS = ("auto", "32", "32-true", "bf16-mixed", "bf16-true", "16-mixed", "64", "64-true")
 # "auto" follows the examples: dynamic when they hold no masks, else static
 MASKING_MODES = ("auto", *EXAMPLE_MASKING)
-
-TrainingConfigError = ConfigError  # the name pretraining code and its users know
 
 
 @dataclass
@@ -118,8 +116,8 @@ class ModelParams:
 
 @dataclass
 class ScheduleParams:
-    warmup_steps: int = 30
-    max_steps: int = 300
+    warmup_steps: int = 100
+    max_steps: int = 1000
     # A time budget besides the steps: training stops after this many minutes (or at max_steps)
     # and the learning rate follows the share of the budget used. Not reproducible step for step
     # (it depends on the machine's speed); null: the step budget alone.
@@ -149,18 +147,18 @@ class TrainingConfig(DeviceParams):
     # data
     masking: str = "auto"
     # How the examples were made: the pipeline fills these from their manifest (for_examples)
-    masked_lm_prob: float = 0.15
-    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = MASKED_LM_PROB
+    max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ
     next_sentence: bool = True  # false: MLM loss only (the examples' B always continues A)
     # The training loss is mlm + nsp_loss_weight * nsp (the paper: 1)
     nsp_loss_weight: float = 1.0
     pad_to_multiple_of: int = 8
-    val_split: float = 0.1
+    val_split: float = 0.05
     num_workers: int = 0
     # loop / logging
-    val_every_n_steps: int = 50
+    val_every_n_steps: int = 100
     log_every_n_steps: int = 10
-    checkpoint_every_n_steps: int = 100
+    checkpoint_every_n_steps: int = 250
     # keep every checkpoint, not only the latest: a learning curve of fine-tuning results over
     # pretraining steps (the paper's Figure 5) exports them (benchmarks/ablation.py)
     keep_checkpoints: bool = False
@@ -370,8 +368,8 @@ class TrialParams:
 
     learning_rate: float
     seed: int
-    weight_decay: float = 0.01
-    warmup_proportion: float = 0.1
+    weight_decay: float
+    warmup_proportion: float
     tag: str = ""  # a further grid axis of the task (the feature-based tagger's layer choice)
 
     @property

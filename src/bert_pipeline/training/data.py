@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert_pipeline.data.collator import PretrainingCollator
-from bert_pipeline.data.masking import DYNAMIC, STATIC
+from bert_pipeline.data.masking import DYNAMIC, MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ, STATIC
 
 logger = logging.getLogger(__name__)
 
@@ -289,8 +289,8 @@ class PretrainingDataModule(pl.LightningDataModule):
         val_split: float,
         seed: int,
         masking: str = "auto",
-        masked_lm_prob: float = 0.15,
-        max_predictions_per_seq: int = 20,
+        masked_lm_prob: float = MASKED_LM_PROB,
+        max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ,
         pad_to_multiple_of: int | None = 8,
         num_workers: int = 0,
         next_token: bool = False,

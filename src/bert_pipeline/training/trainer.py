@@ -34,6 +34,7 @@ from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.fsutil import remove_killed_writes
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained, unreadable
+from bert_pipeline.params import ConfigError
 from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import (
     HistoryLogger,
@@ -41,7 +42,7 @@ from bert_pipeline.training.callbacks import (
     TimeBudget,
     TokenThroughput,
 )
-from bert_pipeline.training.config import TrainingConfig, TrainingConfigError
+from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.core import build_trainer, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.hardware import AUTO, choose
@@ -78,7 +79,7 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
                 model.preset, **{"vocab_size": tokenizer.get_vocab_size(), **model.overrides}
             )
     except (KeyError, TypeError, ValueError) as err:
-        raise TrainingConfigError(
+        raise ConfigError(
             f"parameter pretrain_model.model (preset={model.preset!r}, overrides="
             f"{model.overrides}) does not give a valid BertConfig: {err}"
         ) from err
@@ -88,12 +89,12 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
         else "pretrain_model.model.overrides"
     )
     if config.is_decoder and cfg.objective != "ltr":
-        raise TrainingConfigError(
+        raise ConfigError(
             f"{where} makes a left-to-right model (is_decoder) but pretrain_model.objective="
             f"{cfg.objective!r}: train it with objective ltr"
         )
     if config.head_lstm_size is not None:
-        raise TrainingConfigError(
+        raise ConfigError(
             f"{where} sets head_lstm_size, a fine-tuning head (the task's head_lstm_size "
             "parameter), not part of a pretrained model"
         )
@@ -106,12 +107,12 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
             if model.init_from
             else "pretrain_model.model.overrides.vocab_size"
         )
-        raise TrainingConfigError(
+        raise ConfigError(
             f"vocab_size={config.vocab_size} of {where} is smaller than the tokenizer's "
             f"vocabulary ({tokenizer.get_vocab_size()})"
         )
     if max_length > config.max_position_embeddings:
-        raise TrainingConfigError(
+        raise ConfigError(
             f"examples are up to {max_length} tokens but the model has max_position_embeddings="
             f"{config.max_position_embeddings}; raise it in pretrain_model.model.overrides or "
             "shorten pretrain_data's max_seq_length"
@@ -122,7 +123,7 @@ def build_model_config(cfg: TrainingConfig, tokenizer: Tokenizer, max_length: in
 def read_checkpoint_config(directory: str) -> dict[str, Any]:
     path = Path(directory) / "config.json"
     if not path.is_file():
-        raise TrainingConfigError(
+        raise ConfigError(
             f"parameter pretrain_model.model.init_from={directory!r}: no config.json in that folder"
         )
     return json.loads(path.read_text(encoding="utf-8"))
@@ -133,7 +134,7 @@ def init_weights(model: BertForPreTraining, directory: str) -> None:
     try:
         pretrained, info = load_pretrained(directory, BertForPreTraining, output_loading_info=True)
     except (OSError, ValueError) as exc:
-        raise TrainingConfigError(f"parameter pretrain_model.model.init_from: {exc}") from None
+        raise ConfigError(f"parameter pretrain_model.model.init_from: {exc}") from None
     model.load_state_dict(pretrained.state_dict())
     logger.info(
         "initialised from %s (fresh: %s; ignored: %s)",
@@ -156,7 +157,7 @@ def resolve_resume(cfg: TrainingConfig) -> str | None:
     if cfg.resume is True:
         path = Path(cfg.checkpoint_dir) / LAST_CHECKPOINT
         if not path.exists():
-            raise TrainingConfigError(
+            raise ConfigError(
                 f"parameter pretrain_model.resume=true: {missing_checkpoint(path)}, so there is "
                 "no run to continue; set pretrain_model.resume=false to start over, or "
                 "resume=<a .ckpt file>"
@@ -164,14 +165,14 @@ def resolve_resume(cfg: TrainingConfig) -> str | None:
     else:
         path = Path(str(cfg.resume))
         if not path.is_file():
-            raise TrainingConfigError(
+            raise ConfigError(
                 f"parameter pretrain_model.resume={cfg.resume!r}: no such checkpoint file"
             )
     try:
         torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as exc:  # torch raises many types for a damaged file
         message = unreadable(path, exc, "checkpoint")
-        raise TrainingConfigError(f"parameter pretrain_model.resume: {message}") from None
+        raise ConfigError(f"parameter pretrain_model.resume: {message}") from None
     return str(path)
 
 

@@ -53,7 +53,11 @@ def build_tokenizer(sentences: DaskCollection, params: dict[str, Any]) -> Tokeni
     texts = sample_sentences(sentences, cfg.sample_size, cfg.seed)
     logger.info("training WordPiece on %d sampled sentences", len(texts))
     return train_tokenizer(
-        texts, vocab_size=cfg.vocab_size, lowercase=cfg.lowercase, min_frequency=cfg.min_frequency
+        texts,
+        vocab_size=cfg.vocab_size,
+        lowercase=cfg.lowercase,
+        min_frequency=cfg.min_frequency,
+        limit_alphabet=cfg.limit_alphabet,
     )
 
 

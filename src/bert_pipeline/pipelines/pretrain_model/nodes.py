@@ -12,6 +12,7 @@ from tokenizers import Tokenizer
 
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.model.card import pretrained_card
+from bert_pipeline.params import ConfigError
 from bert_pipeline.tracking import (
     active_run,
     describe_run,
@@ -21,7 +22,6 @@ from bert_pipeline.tracking import (
 )
 from bert_pipeline.training.config import (
     TrainingConfig,
-    TrainingConfigError,
     lm_metric,
     metrics_objective,
 )
@@ -36,7 +36,7 @@ def _local_processes(cfg: TrainingConfig) -> int:
     import torch
 
     if cfg.num_nodes > 1:
-        raise TrainingConfigError(
+        raise ConfigError(
             f"pretrain_model.num_nodes={cfg.num_nodes}: a Kedro node runs on one machine; start "
             "`python -m bert_pipeline.training.launch` on every node with torchrun or srun instead"
         )

@@ -24,7 +24,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from bert_pipeline.data.masking import MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ, num_to_predict
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import GlueTask, get_task
 from bert_pipeline.training.config import FinetuneConfig, OptimizerParams
@@ -203,6 +202,9 @@ class Encoded(torch.utils.data.Dataset):
 
 def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_size: int) -> None:
     """The options `make_batch` reads, with a script's own default batch and vocabulary size."""
+    # imported here, as make_batch's, so that a --baseline tree without them still imports common
+    from bert_pipeline.data.masking import MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ
+
     parser.add_argument("--batch-size", type=int, default=batch_size)
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--vocab-size", type=int, default=vocab_size)
@@ -212,6 +214,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_
 
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
     """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
+    from bert_pipeline.data.masking import num_to_predict
+
     B, T = args.batch_size, args.seq_length
     lengths = torch.full((B,), T)
     short = torch.rand(B, generator=gen) < 0.1

@@ -175,7 +175,7 @@ def run_google_reference(text_file: Path, vocab: Path, bert_dir: Path, dupe_fact
     cpd.FLAGS.do_whole_word_mask = False
     tokenizer = cpd.tokenization.FullTokenizer(vocab_file=str(vocab), do_lower_case=True)
     start = time.perf_counter()
-    flags = ExampleConfig()  # google's flag defaults, as conf/base's pretrain_data.examples
+    flags = ExampleConfig()  # google's flag defaults; conf/base has the same but dupe_factor
     instances = cpd.create_training_instances(
         [str(text_file)],
         tokenizer,

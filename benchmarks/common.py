@@ -162,6 +162,8 @@ def training_arguments(
     """
     from transformers import TrainingArguments
 
+    from bert_pipeline.training.core import warmup_steps_of
+
     adam = OptimizerParams()
     return TrainingArguments(
         output_dir=out_dir,
@@ -169,7 +171,7 @@ def training_arguments(
         num_train_epochs=epochs,
         learning_rate=learning_rate,
         lr_scheduler_type="linear",
-        warmup_steps=int(warmup_proportion * total_steps),  # ours floors; warmup_ratio would ceil
+        warmup_steps=warmup_steps_of(warmup_proportion, total_steps),
         weight_decay=weight_decay,
         optim="adamw_torch",
         adam_beta1=adam.betas[0],

@@ -34,7 +34,7 @@ from bert_pipeline.model.checkpoint import (
 )
 from bert_pipeline.params import ConfigError
 from bert_pipeline.training.config import TrainingConfig
-from bert_pipeline.training.core import linear_warmup_decay, parameter_groups
+from bert_pipeline.training.core import linear_warmup_decay, parameter_groups, warmup_steps_of
 from bert_pipeline.training.data import (
     ExampleTable,
     PretrainingDataModule,
@@ -196,6 +196,11 @@ def test_linear_warmup_then_linear_decay():
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     hf = transformers.get_linear_schedule_with_warmup(optimizer, 4, 10).lr_lambdas[0]
     assert [f(s) for s in range(11)] == pytest.approx([hf(s) for s in range(11)])
+
+
+def test_warmup_share_floors_to_whole_steps():
+    """As google's run_classifier: int(steps * proportion), so 10% of 19 steps warms up for 1."""
+    assert [warmup_steps_of(0.1, n) for n in (0, 9, 10, 19, 20, 1000)] == [0, 0, 1, 1, 2, 100]
 
 
 def test_split_holds_out_whole_documents(tiny_examples):

@@ -63,6 +63,12 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict[str, An
     ]
 
 
+def warmup_steps_of(warmup_proportion: float, total_steps: int) -> int:
+    """The warmup share in whole steps, floored as google's `int(num_train_steps *
+    warmup_proportion)` (transformers' `warmup_ratio` rounds up)."""
+    return int(warmup_proportion * total_steps)
+
+
 def linear_warmup_decay(warmup_steps: int, total_steps: int) -> Callable[[float], float]:
     """LR multiplier: step / warmup (0 at step 0) up to 1, then linearly to 0 at `total_steps`.
 

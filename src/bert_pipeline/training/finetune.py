@@ -24,7 +24,12 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 from bert_pipeline.training.config import FinetuneConfig, OptimizerParams, TrialParams
-from bert_pipeline.training.core import build_trainer, configure_adamw, mlflow_logger
+from bert_pipeline.training.core import (
+    build_trainer,
+    configure_adamw,
+    mlflow_logger,
+    warmup_steps_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +176,7 @@ class FinetuneModule(pl.LightningModule):
         optimizer = OptimizerParams(
             lr=self.trial.learning_rate, weight_decay=self.trial.weight_decay
         )
-        warmup = int(self.trial.warmup_proportion * total)
+        warmup = warmup_steps_of(self.trial.warmup_proportion, total)
         return configure_adamw(self, self.model, optimizer, warmup, total)
 
 

@@ -94,6 +94,17 @@ def test_training_speed(project_root, tmp_path):
     assert "| fp32 |" in text and "| bf16 |" in text and "compile" not in text
 
 
+def test_validation_speed(project_root, tmp_path):
+    out = tmp_path / "validation_speed.md"
+    run_tool(
+        project_root, "validation_speed.py", "--preset", "tiny", "--examples", "5", *TINY_BATCH,
+        "--passes", "1", "--variants", "eager", "--output", str(out),
+    )  # fmt: skip
+    text = out.read_text()
+    assert "5 examples in batches of 2" in text and "| eager |" in text
+    assert "compiled" not in text.split("|---")[1]
+
+
 def test_hf_glue_reference(project_root, shared_data, minilm, tmp_path):
     out = tmp_path / "hf.jsonl"
     run_tool(

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from lightning.pytorch import Callback
+from torch._dynamo.utils import counters
 
 from bert_pipeline.params import ConfigError
 from bert_pipeline.training import hardware
@@ -93,6 +94,12 @@ def test_a_real_auto_run_trains_as_this_machine_pays_and_exports_the_architectur
     seen = {}
 
     class Inspect(Callback):
+        def on_validation_start(self, trainer, pl_module):
+            seen["graphs"] = counters["stats"]["unique_graphs"]
+
+        def on_validation_end(self, trainer, pl_module):  # validation runs eagerly
+            seen["validation graphs"] = counters["stats"]["unique_graphs"] - seen.pop("graphs")
+
         def on_train_batch_end(self, trainer, pl_module, *args):
             seen["compiled"] = pl_module.model._compiled_call_impl is not None
             seen["dropout"] = {
@@ -106,7 +113,7 @@ def test_a_real_auto_run_trains_as_this_machine_pays_and_exports_the_architectur
     assert chosen.precision == ("bf16-mixed" if bf16_units("cpu") else "32")
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("precision")]
     assert line.startswith(f"precision {chosen.precision}, compile {chosen.compile}")
-    assert seen == {"compiled": chosen.compile, "dropout": {0.0}}
+    assert seen == {"compiled": chosen.compile, "dropout": {0.0}, "validation graphs": 0}
     assert result.metrics["global_step"] == 3
     assert np.isfinite(result.metrics["val/mlm_loss"])
     assert result.model.config.hidden_dropout_prob == 0.1

@@ -69,7 +69,12 @@ class BertPretrainingModule(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
-        out = self(batch)
+        # Eager even in a compiled run. Its graphs (split at the data-dependent masked rows,
+        # again for a short last batch) take 67 s to compile on a first run, 9 s on a later
+        # one, and eager adds 2 s a pass: even over a budget hour's ~21 passes, with fewer
+        # graphs and no stall at the first validation (benchmarks/validation_speed.md).
+        with torch.compiler.set_stance("force_eager"):
+            out = self(batch)
         labels = batch["masked_lm_labels"]
         targets = labels[labels != IGNORE_INDEX]
         if targets.numel():

@@ -20,6 +20,7 @@ from bert_pipeline.data.examples import (
 from bert_pipeline.data.shards import write_shard
 from bert_pipeline.data.stats import example_statistics
 from bert_pipeline.data.tokenizer import train_tokenizer
+from bert_pipeline.params import ConfigError
 from bert_pipeline.schemas.pretraining import ExamplesFrameSchema
 
 WIKITEXT_SOURCE = {
@@ -378,6 +379,23 @@ def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):
     assert (frame["a_doc_id"] == frame["b_doc_id"]).all()
     assert (frame["a_sent_end"] == frame["b_sent_start"]).all()
     ExamplesFrameSchema.validate(table.to_pandas(), lazy=True)  # the catalog schema accepts them
+
+
+def test_sentence_order_swaps_the_chunks_own_segments_for_label_one(bundled_sample):
+    """sentence_order=true (ALBERT's SOP): every B is from A's document, after A (label 0) or
+    just before it (label 1), about half each; the default pairs stay google's."""
+    corpus, vocab = bundled_sample
+    cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, seed=3, sentence_order=True)
+    table = create_examples(corpus, cfg, vocab, progress=False)
+    frame = table.to_pandas()
+    assert len(frame) > 500 and (frame["a_doc_id"] == frame["b_doc_id"]).all()
+    swapped = frame["next_sentence_label"] == 1
+    assert 0.4 < swapped.mean() < 0.6
+    assert (frame["b_sent_end"] == frame["a_sent_start"])[swapped].all()
+    assert (frame["a_sent_end"] == frame["b_sent_start"])[~swapped].all()
+    ExamplesFrameSchema.validate(frame, lazy=True)
+    with pytest.raises(ConfigError, match="sentence_order.*needs next_sentence=true"):
+        ExampleConfig(next_sentence=False, sentence_order=True).check()
 
 
 # sha256 of the example shard (Arrow IPC file) of the bundled sample corpus, one shard, as the

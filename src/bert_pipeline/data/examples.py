@@ -73,6 +73,9 @@ class ExampleConfig:
     masking: str = "static"  # static: masks drawn here; dynamic: by the collator per batch
     # false: the paper's "No NSP" ablation, B always continues A in the same document
     next_sentence: bool = True
+    # with next_sentence: the label-1 pair is the chunk's own two segments swapped (ALBERT's
+    # sentence-order prediction) instead of A and a random document's B
+    sentence_order: bool = False
     seed: int = 12345
     documents_per_shard: int = 2000  # a random B segment comes from the same shard
     # the report warns about a shard whose segments lose more than this share to truncation
@@ -106,6 +109,13 @@ class ExampleConfig:
             "documents_per_shard",
             "must be >= 2 (B segments come from another document)",
             self.documents_per_shard,
+        )
+        require(
+            self.next_sentence or not self.sentence_order,
+            root,
+            "sentence_order",
+            "needs next_sentence=true: it changes which pairs the next-sentence task labels 1",
+            self.sentence_order,
         )
         require(
             not (self.dynamic_masking and self.whole_word_mask),
@@ -233,6 +243,13 @@ def _document_structure(
             # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
             if n_chunk > 1:
                 out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
+        elif cfg.sentence_order:
+            # ALBERT's sentence-order prediction: both segments are the chunk's, in their order
+            # or swapped, so the task is coherence, not topic; a one-sentence chunk is dropped
+            if n_chunk > 1:
+                swapped = rng.random() < 0.5
+                a, b = ((a_s1, i + 1), (a_s0, a_s1)) if swapped else ((a_s0, a_s1), (a_s1, i + 1))
+                out.append((d, *a, d, *b, int(swapped)))
         elif n_chunk == 1 or rng.random() < 0.5:
             target_b = target - (starts[a_s1] - starts[a_s0])
             r = below(n_docs - 1)

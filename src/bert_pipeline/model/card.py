@@ -52,6 +52,12 @@ def front_matter(
     return ["---", yaml.safe_dump(meta, sort_keys=False).rstrip(), "---", ""]
 
 
+def _pair_task(data: Mapping[str, Any]) -> str:
+    if not data.get("next_sentence", True):
+        return "no (MLM only)"
+    return "sentence order (label 1: A and B swapped)" if data.get("sentence_order") else "yes"
+
+
 def _architecture(config: Mapping[str, Any]) -> str:
     return (
         f"{config['num_hidden_layers']} layers, hidden size {config['hidden_size']}, "
@@ -123,7 +129,7 @@ def pretrained_card(
         f"- Masking: {statistics.get('masking')}, {data.get('masked_lm_prob')} of the tokens, at "
         f"most {data.get('max_predictions_per_seq')} per example, dupe_factor "
         f"{data.get('dupe_factor')}; next-sentence pairs: "
-        f"{'yes' if data.get('next_sentence', True) else 'no (MLM only)'} "
+        f"{_pair_task(data)} "
         f"(is-next rate {statistics['is_next_rate']:.3f}).",
         "",
         "## Training",

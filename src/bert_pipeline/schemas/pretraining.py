@@ -115,12 +115,14 @@ def _example_row_checks(df: pd.DataFrame) -> pd.Series:
 
 
 def _provenance_ok(df: pd.DataFrame) -> pd.Series:
-    """IsNext pairs are consecutive sentences of one document; random B comes from another."""
+    """IsNext pairs are consecutive sentences of one document; a label-1 B comes from another
+    document, or (sentence order) is the segment just before A."""
     is_next = df["next_sentence_label"].to_numpy() == 0
     same_doc = df["a_doc_id"].to_numpy() == df["b_doc_id"].to_numpy()
     consecutive = df["b_sent_start"].to_numpy() == df["a_sent_end"].to_numpy()
+    swapped = same_doc & (df["b_sent_end"].to_numpy() == df["a_sent_start"].to_numpy())
     ranges = (df["a_sent_start"] < df["a_sent_end"]) & (df["b_sent_start"] < df["b_sent_end"])
-    ok = np.where(is_next, same_doc & consecutive, ~same_doc) & ranges.to_numpy()
+    ok = np.where(is_next, same_doc & consecutive, ~same_doc | swapped) & ranges.to_numpy()
     return pd.Series(ok, index=df.index)
 
 

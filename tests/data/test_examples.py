@@ -383,7 +383,7 @@ def test_no_nsp_ablation_pairs_consecutive_sentences_only(bundled_sample):
 
 def test_sentence_order_swaps_the_chunks_own_segments_for_label_one(bundled_sample):
     """sentence_order=true (ALBERT's SOP): every B is from A's document, after A (label 0) or
-    just before it (label 1), about half each; the default pairs stay google's."""
+    just before it (label 1), about half each (the default's shards: the reference test below)."""
     corpus, vocab = bundled_sample
     cfg = ExampleConfig(max_seq_length=64, dupe_factor=1, seed=3, sentence_order=True)
     table = create_examples(corpus, cfg, vocab, progress=False)

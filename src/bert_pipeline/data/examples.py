@@ -238,17 +238,15 @@ def _document_structure(
         n_chunk = i + 1 - chunk_start
         a_end = 1 if n_chunk < 2 else 1 + below(n_chunk - 1)  # randint(1, n_chunk - 1)
         a_s0, a_s1 = chunk_start, chunk_start + a_end
-        if not cfg.next_sentence:
-            # "No NSP" (the paper's ablation, RoBERTa's DOC-SENTENCES): A and B are always
-            # the chunk's consecutive sentences; a one-sentence chunk cannot be split, dropped
+        if not cfg.next_sentence or cfg.sentence_order:
+            # Both segments from the chunk: "No NSP" (the paper's ablation, RoBERTa's
+            # DOC-SENTENCES) keeps their order; ALBERT's sentence order swaps half, so the task
+            # is coherence, not topic. A one-sentence chunk cannot be split, dropped.
             if n_chunk > 1:
-                out.append((d, a_s0, a_s1, d, a_s1, i + 1, 0))
-        elif cfg.sentence_order:
-            # ALBERT's sentence-order prediction: both segments are the chunk's, in their order
-            # or swapped, so the task is coherence, not topic; a one-sentence chunk is dropped
-            if n_chunk > 1:
-                swapped = rng.random() < 0.5
-                a, b = ((a_s1, i + 1), (a_s0, a_s1)) if swapped else ((a_s0, a_s1), (a_s1, i + 1))
+                a, b = (a_s0, a_s1), (a_s1, i + 1)
+                swapped = cfg.sentence_order and rng.random() < 0.5
+                if swapped:
+                    a, b = b, a
                 out.append((d, *a, d, *b, int(swapped)))
         elif n_chunk == 1 or rng.random() < 0.5:
             target_b = target - (starts[a_s1] - starts[a_s0])

@@ -43,7 +43,7 @@ finetune: setup
 
 # --durations lists the slowest tests in every run (CI's log too): the suite should stay near 10 minutes
 test: setup-test
-	$(BIN)/pytest -n 2 --durations=15
+	$(BIN)/pytest -n 2 --dist loadgroup --durations=15
 
 lint: $(VENV)/.installed-lint
 	$(BIN)/ruff check src tests benchmarks

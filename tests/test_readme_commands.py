@@ -49,6 +49,11 @@ TINY_PRETRAIN = {
     "pretrain_model.accelerator": "cpu",
 }
 
+# The tests of one module fixture run on one xdist worker (`--dist loadgroup`), which builds the
+# fixture once instead of once per worker.
+ON_PRETRAINED = pytest.mark.xdist_group("readme_pretrained")
+ON_VIZ_SITE = pytest.mark.xdist_group("readme_viz_site")
+
 
 def _env(root: Path) -> dict[str, str]:
     env = dict(os.environ)
@@ -83,6 +88,7 @@ def pretrained(tmp_path_factory, project_root):
     return root, env, params
 
 
+@ON_PRETRAINED
 def test_console_carries_no_third_party_noise(pretrained):
     """Kedro's progress and the project's own lines; no advertisements, warnings or doubles."""
     output = (pretrained[0] / "console.txt").read_text()
@@ -92,6 +98,7 @@ def test_console_carries_no_third_party_noise(pretrained):
     assert output.count("Seed set to 42") == 1
 
 
+@ON_PRETRAINED
 def test_console_is_a_line_per_node_start_and_finish_and_a_summary(pretrained):
     """No dataset lines; each node's start and finish (with its time) once; the summary names
     the headline metric, the output folder and the MLflow run; a few dozen lines in all."""
@@ -114,6 +121,7 @@ def test_console_is_a_line_per_node_start_and_finish_and_a_summary(pretrained):
     assert len([line for line in lines if "% Completed |" not in line]) <= 60  # Dask's bars
 
 
+@ON_PRETRAINED
 def test_resume_true_continues_the_run(pretrained, project_root):
     root, env, params = pretrained
     more = {**params, "pretrain_model.resume": "true", "pretrain_model.schedule.max_steps": 9}
@@ -183,6 +191,7 @@ def _stop(server: subprocess.Popen) -> None:
     server.wait(timeout=30)
 
 
+@ON_PRETRAINED
 def test_mlflow_ui_serves_the_finished_run(pretrained):
     root, env, _ = pretrained
     ui = [str(BIN / "mlflow"), "ui", "--backend-store-uri", env["MLFLOW_TRACKING_URI"]]
@@ -213,6 +222,7 @@ def test_mlflow_ui_serves_the_finished_run(pretrained):
         _stop(server)
 
 
+@ON_PRETRAINED
 def test_mlflow_models_serve_answers_over_http(pretrained):
     """`make serve MODEL=models:/bert-pretrained@best`'s `mlflow models serve`, on localhost."""
     root, env, _ = pretrained
@@ -336,6 +346,7 @@ def viz_site(tmp_path_factory, project_root) -> Path:
     return root / "build"
 
 
+@ON_VIZ_SITE
 def test_kedro_viz_build_writes_the_site(viz_site):
     assert (viz_site / "index.html").is_file()
     main = json.loads((viz_site / "api" / "main").read_text())
@@ -349,6 +360,7 @@ KEDRO_LAYERS = ["raw", "intermediate", "primary", "feature", "model_input", "mod
 KEDRO_LAYERS += ["model_output", "reporting"]
 
 
+@ON_VIZ_SITE
 def test_kedro_viz_shows_every_pipeline_in_kedro_layers(viz_site):
     """kedro-viz sends no layers (and draws none) for a pipeline whose layers form a cycle."""
     main = json.loads((viz_site / "api" / "main").read_text())
@@ -360,6 +372,7 @@ def test_kedro_viz_shows_every_pipeline_in_kedro_layers(viz_site):
         assert shown == sorted(used, key=KEDRO_LAYERS.index), (pipeline["id"], view["layers"])
 
 
+@ON_VIZ_SITE
 def test_kedro_viz_collapses_the_halves_of_pretrain(viz_site):
     view = json.loads((viz_site / "api" / "pipelines" / "pretrain").read_text())
     assert {"pretrain_data", "pretrain_model"} <= set(view["modular_pipelines"])
@@ -418,6 +431,10 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
         params |= FP32_RECIPE
     else:  # the README's time budget (never reached by these few steps)
         params["pretrain_model.schedule.budget_minutes"] = 60
+        # every batch as long as the longest example, as the hour's are: one compiled graph
+        params["pretrain_model.pad_to_multiple_of"] = params[
+            "pretrain_data.examples.max_seq_length"
+        ]
     _kedro(["run", "--env", "budget"], project_root, _env(tmp_path), params)
     stats = json.loads(
         (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()
@@ -448,6 +465,7 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
         assert "Precision 32; dropout 0.1." in card and "Masking: static" in card
 
 
+@ON_PRETRAINED
 def test_notebook_tours_a_pretrain_and_finetune_run(pretrained, project_root, monkeypatch):
     """notebooks/tour.ipynb as `make notebook` runs it: the project's kernel, started in
     notebooks/ of the project, with the project's defaults (no MLFLOW_TRACKING_URI); the tiny

@@ -30,6 +30,9 @@ from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
 from tests.data.conftest import TOPICS, prose_document, write_wikiextractor
 from tests.pipelines.test_pretrain_model import TINY_RUN
 
+# One xdist worker (`--dist loadgroup`) runs this module, so the previous data set is built once.
+pytestmark = pytest.mark.xdist_group("data_transaction")
+
 SET = {
     "pretrain_documents": "02_intermediate/pretrain_documents",
     "pretrain_sentences": "03_primary/pretrain_sentences",

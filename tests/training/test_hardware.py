@@ -106,7 +106,10 @@ def test_a_real_auto_run_trains_as_this_machine_pays_and_exports_the_architectur
                 m.p for m in pl_module.model.modules() if isinstance(m, torch.nn.Dropout)
             } | {pl_module.model.bert.encoder.layer[0].attention.self.dropout_p}
 
-    cfg = tiny_config(tmp_path, precision="auto", compile="auto", dropout=0.0, max_steps=3)
+    # batches padded to the examples' 64 tokens, as the hour's are to 128: one compiled graph
+    cfg = tiny_config(
+        tmp_path, precision="auto", compile="auto", dropout=0.0, max_steps=3, pad_to_multiple_of=64
+    )
     with caplog.at_level(logging.INFO, logger="bert_pipeline.training.trainer"):
         result = run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[Inspect()])
     chosen = choose("auto", "auto", "cpu")

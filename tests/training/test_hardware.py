@@ -16,6 +16,7 @@ from bert_pipeline.training import hardware
 from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.hardware import bf16_units, choose, warn_emulated_bf16
 from bert_pipeline.training.trainer import run_training
+from tests.training.conftest import EXAMPLE_PARAMETERS
 from tests.training.test_training import tiny_config, tiny_params
 
 
@@ -106,9 +107,15 @@ def test_a_real_auto_run_trains_as_this_machine_pays_and_exports_the_architectur
                 m.p for m in pl_module.model.modules() if isinstance(m, torch.nn.Dropout)
             } | {pl_module.model.bert.encoder.layer[0].attention.self.dropout_p}
 
-    # batches padded to the examples' 64 tokens, as the hour's are to 128: one compiled graph
+    # every batch padded to the examples' length, as the hour's are to 128: one compiled graph
+    longest = EXAMPLE_PARAMETERS["max_seq_length"]
     cfg = tiny_config(
-        tmp_path, precision="auto", compile="auto", dropout=0.0, max_steps=3, pad_to_multiple_of=64
+        tmp_path,
+        precision="auto",
+        compile="auto",
+        dropout=0.0,
+        max_steps=3,
+        pad_to_multiple_of=longest,
     )
     with caplog.at_level(logging.INFO, logger="bert_pipeline.training.trainer"):
         result = run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[Inspect()])

@@ -113,6 +113,31 @@ def test_a_train_holdout_chooses_and_dev_is_only_reported(data, caplog):
         glue_params({"defaults": {"selection_holdout": 1.0}}).task_config("rte")
 
 
+def test_a_phrase_holdout_holds_out_whole_sentences():
+    """SST-2's train holds each sentence and its phrases: the hold-out draws sentences, scores
+    only them (dev holds sentences), and trains on none of their phrases, which carry their
+    label; a task without phrases draws rows as before."""
+    from bert_pipeline.glue.finetune import _hold_out
+
+    sentences = [f"w{i}a w{i}b w{i}c w{i}d" for i in range(40)]
+    phrases = [p for s in sentences for p in (s.rsplit(" ", 1)[0], s.split(" ", 2)[2])]
+    texts = phrases[:40] + sentences + phrases[40:]  # the order of the file does not matter
+    train = pd.DataFrame({"text_a": texts, "text_b": None, "label": range(len(texts))})
+    config = GlueConfig(selection_holdout=0.1, holdout_seed=3)
+    rest, held = _hold_out(get_task("sst2"), train, config)
+    assert len(held) == 4 and set(held["text_a"]) <= set(sentences)
+    held_sentence = {t.split()[0][:-1] for t in held["text_a"]}  # "w7a" -> "w7"
+    trained_sentence = {t.split()[0][:-1] for t in rest["text_a"]}
+    assert not held_sentence & trained_sentence
+    assert len(rest) == len(train) - 4 * 3  # each held sentence takes its two phrases along
+    assert set(held["split"]) == {"train_holdout"}
+
+    rest_rows, held_rows = _hold_out(get_task("cola"), train, config)
+    expected = train.sample(frac=0.1, random_state=3)
+    assert held_rows["text_a"].tolist() == expected["text_a"].tolist()
+    assert len(rest_rows) == len(train) - len(expected)
+
+
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):
     checkpoint = tiny_checkpoint()
     result = _run(data, checkpoint, _one_trial(classifier_pooling="mean"))

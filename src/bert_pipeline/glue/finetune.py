@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
+import numpy as np
 import pandas as pd
 import torch
 from tokenizers import Tokenizer
@@ -187,17 +188,47 @@ def _hold_out(
     task: GlueTask, train: pd.DataFrame, config: GlueConfig
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     """(the rows trained on, the rows held out to choose on or None), `selection_holdout` of
-    train drawn with `holdout_seed`: the same rows for every trial, so trials compare."""
+    train drawn with `holdout_seed`: the same rows for every trial, so trials compare.
+
+    Where train holds the phrases of its sentences (SST-2), sentences are drawn: a held-out
+    sentence's phrases are not trained on, or its label would leak through them, and only the
+    sentence is scored, as dev holds sentences only."""
     if not config.selection_holdout:
         return train, None
-    holdout = train.sample(frac=config.selection_holdout, random_state=config.holdout_seed)
-    if len(holdout) == 0 or len(holdout) == len(train):
+    train = train.reset_index(drop=True)
+    rows = np.arange(len(train))
+    sentence = np.array(_containing_row(train["text_a"])) if task.train_has_phrases else rows
+    held = train[sentence == rows].sample(
+        frac=config.selection_holdout, random_state=config.holdout_seed
+    )
+    if len(held) == 0 or len(held) == (sentence == rows).sum():
         raise ValueError(
             f"task {task.name}: selection_holdout={config.selection_holdout} of {len(train)} "
             "train rows leaves no rows to hold out or none to train on"
         )
-    rest = train.drop(index=holdout.index).reset_index(drop=True)
-    return rest, holdout.reset_index(drop=True).assign(split=HOLDOUT)
+    rest = train[~np.isin(sentence, held.index)].reset_index(drop=True)
+    return rest, held.reset_index(drop=True).assign(split=HOLDOUT)
+
+
+def _containing_row(texts: pd.Series) -> list[int]:
+    """For each row, the position of the longest row whose words contain its words as one
+    contiguous span (itself if none does): the sentence a phrase was cut from."""
+    words = [tuple(str(t).split()) for t in texts]
+    rows_of: dict[tuple[str, ...], list[int]] = {}
+    for i, w in enumerate(words):
+        rows_of.setdefault(w, []).append(i)
+    containing = [-1] * len(words)
+    for i in sorted(range(len(words)), key=lambda i: -len(words[i])):
+        if containing[i] >= 0:
+            continue
+        containing[i] = i
+        w = words[i]
+        for a in range(len(w)):
+            for b in range(a + 1, len(w) + 1):
+                for j in rows_of.get(w[a:b], ()):
+                    if containing[j] < 0:
+                        containing[j] = i
+    return containing
 
 
 def _predict_test(

@@ -43,6 +43,8 @@ class GlueTask:
     submissions, in class-id order (the order the Hugging Face `nyu-mll/glue` ClassLabels use);
     None for the regression task (STS-B, scores in [0, 5]). `class_names` are the hub's
     ClassLabel names where the files write bare ids ("0"/"1"): what an export calls its classes.
+    `train_has_phrases`: train holds every phrase of each sentence's parse tree as its own row
+    (SST-2), while dev holds whole sentences; a hold-out of train must then hold out sentences.
     """
 
     name: str
@@ -57,6 +59,7 @@ class GlueTask:
     submission_files: dict[str, str] = field(default_factory=dict)
     hf_splits: dict[str, str] = field(default_factory=dict)
     class_names: tuple[str, ...] | None = None
+    train_has_phrases: bool = False
 
     @property
     def is_regression(self) -> bool:
@@ -126,6 +129,7 @@ TASKS: dict[str, GlueTask] = {
             _single("sentence", "label"),
             submission_files={"test": "SST-2"},
             class_names=("negative", "positive"),
+            train_has_phrases=True,  # 67,349 rows: 6,885 sentences and their phrases
         ),
         GlueTask(
             "mrpc",

@@ -136,6 +136,8 @@ def test_a_phrase_holdout_holds_out_whole_sentences():
     expected = train.sample(frac=0.1, random_state=3)
     assert held_rows["text_a"].tolist() == expected["text_a"].tolist()
     assert len(rest_rows) == len(train) - len(expected)
+    with pytest.raises(ValueError, match="selection_holdout=0.01 of 40 train sentences"):
+        _hold_out(get_task("sst2"), train, GlueConfig(selection_holdout=0.01))
 
 
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):

@@ -198,13 +198,13 @@ def _hold_out(
     train = train.reset_index(drop=True)
     rows = np.arange(len(train))
     sentence = np.array(_containing_row(train["text_a"])) if task.train_has_phrases else rows
-    held = train[sentence == rows].sample(
-        frac=config.selection_holdout, random_state=config.holdout_seed
-    )
-    if len(held) == 0 or len(held) == (sentence == rows).sum():
+    units = train[sentence == rows]
+    held = units.sample(frac=config.selection_holdout, random_state=config.holdout_seed)
+    if len(held) == 0 or len(held) == len(units):
+        kind = "sentences" if task.train_has_phrases else "rows"
         raise ValueError(
-            f"task {task.name}: selection_holdout={config.selection_holdout} of {len(train)} "
-            "train rows leaves no rows to hold out or none to train on"
+            f"task {task.name}: selection_holdout={config.selection_holdout} of {len(units)} "
+            f"train {kind} leaves none to hold out or none to train on"
         )
     rest = train[~np.isin(sentence, held.index)].reset_index(drop=True)
     return rest, held.reset_index(drop=True).assign(split=HOLDOUT)

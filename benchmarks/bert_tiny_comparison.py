@@ -6,6 +6,9 @@ Each row is a `finetune_glue` output folder (its `data_dir`) made with
 held-out slice of train. Per task the learning rate with the best mean hold-out score over the
 seeds is chosen; the cells are the dev metrics of that rate's trials (each at the epoch its
 hold-out chose), mean and standard deviation over the seeds. Dev never chooses anything.
+A folder made with `finetune_glue.defaults.refit=true` holds that rate's seeds trained again on
+all of train, each stopped at its chosen epoch: its cells are those refits' dev metrics
+("refit on all N train"); otherwise the hold-out's rows were not trained on.
 
 Rows are kept in `--results` (a JSON line per row and task), so rows made on other machines or
 in earlier sessions stay in the table; `--row` with a name already there replaces that row's
@@ -62,17 +65,23 @@ def task_cell(record: dict) -> dict:
             raise SystemExit(f"task {record['task']}: made without selection_holdout")
         by_rate.setdefault(trial["learning_rate"], []).append(trial)
     rate = max(by_rate, key=lambda r: statistics.fmean(t["best_score"] for t in by_rate[r]))
+    measured = [(t["history"], t["best_epoch"]) for t in by_rate[rate]]
+    refits = record.get("refits", [])
+    if refits:  # the same rate's seeds trained again on all of train, at their chosen epochs
+        assert {r["learning_rate"] for r in refits} == {rate}, "refit of another rate"
+        measured = [(r["history"], r["epoch"]) for r in refits]
     dev = [
         metrics
-        for trial in by_rate[rate]
-        for split, metrics in trial["history"][trial["best_epoch"]]["metrics"].items()
+        for history, epoch in measured
+        for split, metrics in history[epoch]["metrics"].items()
         if split != HOLDOUT
     ]
     values = {name: [100 * m[name] for m in dev] for name in get_task(record["task"]).metrics}
     return {
         "rate": rate,
-        "seeds": len(by_rate[rate]),
+        "seeds": len(measured),
         "train": record["train_examples"],
+        **({"refit": True} if refits else {}),
         "metrics": {k: list(mean_sd(v)) for k, v in values.items()},
     }
 
@@ -81,12 +90,15 @@ def combine_draws(cells: list[dict]) -> dict:
     """One cell from several pretraining draws' cells of a task: mean and std over the draws."""
     if len(cells) == 1:
         return cells[0]
+    if len({bool(c.get("refit")) for c in cells}) > 1:
+        raise SystemExit("draws of one row must all be refit, or none")
     names = cells[0]["metrics"]
     return {
         "rate": [c["rate"] for c in cells],
         "seeds": min(c["seeds"] for c in cells),
         "draws": len(cells),
         "train": cells[0]["train"],
+        **({"refit": True} if cells[0].get("refit") else {}),
         "metrics": {k: list(mean_sd([c["metrics"][k][0] for c in cells])) for k in names},
     }
 
@@ -194,7 +206,8 @@ def main() -> None:
                 how = f"lr {rates}, {cell['draws']} pretraining draws x {cell['seeds']} seeds"
             else:
                 how = f"lr {cell['rate']:g}, {cell['seeds']} seeds"
-            out.append(f"{shown} ({how}, {cell['train']:,} train)")
+            trained = "refit on all " if cell.get("refit") else ""
+            out.append(f"{shown} ({how}, {trained}{cell['train']:,} train)")
         lines.append(f"| {name} | " + " | ".join(out) + " |")
     for label, reference in (
         ("BERT-Tiny, dev (run_glue, published)", BERT_TINY_DEV),

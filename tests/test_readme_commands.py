@@ -245,7 +245,8 @@ def test_mlflow_models_serve_answers_over_http(pretrained):
 @pytest.mark.parametrize("env", ["base", "budget"])
 def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
     """`--namespaces=rte`, and the budget environment's fine-tuning (its grid, [CLS] head) as the
-    README's comparison with BERT-Tiny runs it: chosen on a train hold-out, from a random init."""
+    README's comparison with BERT-Tiny runs it: chosen on a train hold-out, then refit on all of
+    train, from a random init."""
     raw = write_glue_tsv(tmp_path / "glue_data", tasks=["rte"])
     model = write_checkpoint(tiny_checkpoint(), tmp_path / "pretrained")
     params = {
@@ -260,6 +261,7 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
     }
     if env == "budget":
         params["finetune_glue.defaults.selection_holdout"] = 0.5
+        params["finetune_glue.defaults.refit"] = "true"
         params["finetune_glue.defaults.random_init_seed"] = 0
         params["finetune_glue.hyperparameters.rte.epochs"] = 2  # as the README's sst2 epochs=3
     args = ["run", "--env", env, "--pipeline", "finetune_glue", "--namespaces=rte"]
@@ -276,8 +278,11 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
     assert {len(t["history"]) for t in metrics["trials"]} == {2 if env == "budget" else 1}
     if env == "budget":
         assert "train_holdout" in metrics["selected_on"]
+        assert len(metrics["refits"]) == 3 and metrics["trained_on"] == 12
         card = (tmp_path / "data" / "06_models" / "glue" / "rte" / "README.md").read_text()
         assert "a random init (seed 0) of" in card
+        assert "trial(s) on a held-out slice of train" in card
+        assert "then trained again on all 12 training examples" in card
 
 
 def test_ner_commands_run_on_the_bundled_sample(tmp_path, project_root):

@@ -291,6 +291,18 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     assert "(lr 0.0001 / 0.001, 2 pretraining draws x 2 seeds, 90 train)" in row
     with pytest.raises(AssertionError, match="is already 2 draws"):
         run_tool(project_root, *tool, "--row", f"more={tmp_path / 'draw2'}", "--draw", "more=both")
+    # a refit folder: its cell is the refits' dev metrics at their kept epochs
+    refits = [
+        {"learning_rate": 1e-4, "seed": s, "epoch": 0, "history": [{"metrics": {"dev": dev}}]}
+        for s, dev in (
+            (1, {"pearson": 0.9, "spearman": 0.9}),
+            (2, {"pearson": 0.8, "spearman": 0.8}),
+        )
+    ]
+    (folder / "dev_metrics.json").write_text(json.dumps({**record, "refits": refits}))
+    run_tool(project_root, *tool, "--row", f"refit={tmp_path / 'ft'}")
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| refit |"))
+    assert "pearson 85.0 ± 7.1" in row and "(lr 0.0001, 2 seeds, refit on all 90 train)" in row
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))

@@ -46,15 +46,17 @@ def _one_trial(**overrides) -> GlueConfig:
 
 
 def _two_trials(**overrides) -> GlueConfig:
-    """Two learning rates, one seed, two epochs of a tiny model."""
+    """Two learning rates, one seed (unless overridden), two epochs of a tiny model."""
     return GlueConfig(
-        learning_rates=[1e-3, 1e-4],
-        seeds=[1],
-        batch_size=8,
-        epochs=2,
-        max_seq_length=32,
-        progress_bar=False,
-        **overrides,
+        **{
+            "learning_rates": [1e-3, 1e-4],
+            "seeds": [1],
+            "batch_size": 8,
+            "epochs": 2,
+            "max_seq_length": 32,
+            "progress_bar": False,
+            **overrides,
+        }
     )
 
 
@@ -111,6 +113,53 @@ def test_a_train_holdout_chooses_and_dev_is_only_reported(data, caplog):
         from bert_pipeline.glue.config import glue_params
 
         glue_params({"defaults": {"selection_holdout": 1.0}}).task_config("rte")
+
+
+def test_a_refit_trains_the_chosen_rate_again_on_all_of_train(data, monkeypatch):
+    """refit: the rate whose trials scored best on the hold-out on average trains again, each
+    seed on all of train and stopped at the epoch its trial chose; the delivered model and the
+    dev metrics are the refit's, and dev chose nothing."""
+    from bert_pipeline.glue import finetune
+    from bert_pipeline.glue.tasks import HOLDOUT
+
+    trained_rows = []
+    module = finetune.FinetuneDataModule
+
+    def spy(train, *args):
+        trained_rows.append(len(train))
+        return module(train, *args)
+
+    monkeypatch.setattr(finetune, "FinetuneDataModule", spy)
+    config = _two_trials(seeds=[1, 2], selection_holdout=0.25, refit=True)
+    result = _run(data, tiny_checkpoint(), config)
+    n = len(data["train"])
+    assert trained_rows == [n - round(0.25 * n)] * 4 + [n] * 2
+    assert result.trained_on == n
+    mean = {
+        lr: sum(t["best_score"] for t in result.trials if t["learning_rate"] == lr)
+        for lr in (1e-3, 1e-4)
+    }
+    rate = max(mean, key=mean.get)
+    chosen = {t["seed"]: t for t in result.trials if t["learning_rate"] == rate}
+    assert [(r["learning_rate"], r["seed"]) for r in result.refits] == [(rate, 1), (rate, 2)]
+    for r in result.refits:
+        assert r["epoch"] == chosen[r["seed"]]["best_epoch"]
+        assert len(r["history"]) == r["epoch"] + 1  # stopped after the kept epoch
+        assert all(HOLDOUT not in h["metrics"] for h in r["history"])
+    best = max(chosen.values(), key=lambda t: t["best_score"])
+    assert (result.best["seed"], result.best["best_score"]) == (best["seed"], best["best_score"])
+    kept = next(r for r in result.refits if r["seed"] == best["seed"])
+    assert result.dev_metrics == kept["history"][kept["epoch"]]["metrics"]
+    model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
+    tokenizer = tokenizer_from_checkpoint(tiny_checkpoint(), "tiny", lowercase=True)
+    frame = data["dev_matched"]
+    features = GlueFeatures(encode_table(tokenizer, frame, 32), frame["label"], False)
+    kept_preds = result.dev_predictions.query("split == 'dev_matched'")["prediction"].tolist()
+    assert predict(model, get_task("mnli"), features, 64).tolist() == kept_preds
+    with pytest.raises(ValueError, match="finetune_glue.defaults.refit"):
+        from bert_pipeline.glue.config import glue_params
+
+        glue_params({"defaults": {"refit": True}}).task_config("rte")
 
 
 def test_a_phrase_holdout_holds_out_whole_sentences():

@@ -232,6 +232,7 @@ def test_glue_card_says_what_the_classifier_reads(pooling):
     assert ("reads the pooled [CLS]" in card) == (pooling == "cls")
     assert ("transformers.BertForSequenceClassification" in card) == (pooling == "cls")
     assert 'load_pretrained("<this folder>", BertForSequenceClassification)' in card
+    assert "Best of 1 trial(s) on dev: lr 0.001, seed 1, epoch 1." in card
 
 
 def test_a_random_init_like_a_checkpoint_has_its_architecture_and_vocabulary_only():

@@ -23,6 +23,9 @@ class GlueConfig(FinetuneConfig):
     # `holdout_seed`, and chooses on it: dev is then reported, never used to choose.
     selection_holdout: float = 0.0
     holdout_seed: int = 0
+    # After a hold-out chose: train the chosen rate's seeds again on all of train, each stopped
+    # at the epoch its trial chose, so the hold-out's rows are trained on too
+    refit: bool = False
     # None: the pretrained weights; a seed: a random init of the same architecture and
     # vocabulary drawn from it, fine-tuned with the same grid (the baseline pretraining must beat)
     random_init_seed: int | None = None
@@ -35,6 +38,13 @@ class GlueConfig(FinetuneConfig):
             "selection_holdout",
             "must be in [0, 1): 0 chooses on dev, a share of train chooses on that share",
             self.selection_holdout,
+        )
+        require(
+            not self.refit or self.selection_holdout > 0,
+            root,
+            "refit",
+            "needs selection_holdout > 0: with choices made on dev there is nothing to refit on",
+            self.refit,
         )
         require(
             self.random_init_seed is None or self.random_init_seed >= 0,

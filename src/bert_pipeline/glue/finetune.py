@@ -8,7 +8,7 @@ here; MLflow is used only when a run id is given.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import (
     FinetuneDataModule,
     best_summary,
+    refit,
     run_grid,
     sequential_loader,
 )
@@ -47,6 +48,8 @@ class FinetuneResult:
     dev_predictions: pd.DataFrame
     test_predictions: pd.DataFrame
     selected_on: dict[str, dict[str, float]]  # the split(s) that chose: train hold-out or dev
+    refits: list[dict[str, Any]]  # the chosen rate's seeds trained again on all of train
+    trained_on: int  # rows of train the delivered model was trained on
 
 
 def build_classifier(
@@ -114,8 +117,11 @@ def finetune_task(
     """Runs the (lr, seed) grid and returns the best model as a checkpoint value plus its outputs.
 
     `dev` and `test` hold all dev (test) splits of the task, told apart by their `split`
-    column; the model selection signal is the dev score averaged over dev splits. With
-    `mlflow_run_id` every trial's metrics go to that run, prefixed by the trial's name.
+    column; the model selection signal is the dev score averaged over dev splits, or the
+    train hold-out's (`selection_holdout`). With `refit` the chosen rate's seeds then train
+    again on all of train, each stopped at its chosen epoch, and the model and dev metrics are
+    the refit's. With `mlflow_run_id` every trial's metrics go to that run, prefixed by the
+    trial's name.
     """
     if len(train) == 0:
         raise ValueError(f"task {task.name}: the train split is empty")
@@ -126,61 +132,75 @@ def finetune_task(
     if missing:
         raise ValueError(f"task {task.name}: no rows for dev split(s) {missing}")
     dev_frames = [dev[dev["split"] == s].reset_index(drop=True) for s in dev_names]
-    train, holdout = _hold_out(task, train, config)
-    val_names, val_frames = dev_names, dev_frames
-    if holdout is not None:  # validated first; the module chooses on it alone
-        val_names, val_frames = [HOLDOUT, *dev_names], [holdout, *dev_frames]
+    trained, holdout = _hold_out(task, train, config)
+    val_names = [HOLDOUT, *dev_names] if holdout is not None else dev_names
     length = config.max_seq_length
-    train_features = encode(task, tokenizer, train, length)
-    dev_features = [encode(task, tokenizer, f, length) for f in val_frames]
+    dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
     test_features = encode(task, tokenizer, test, length)
 
-    def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
-        model = build_classifier(
-            checkpoint,
-            task,
-            source,
-            trial.seed,
-            config.classifier_pooling,
-            config.head_lstm_size,
-        )
-        data = FinetuneDataModule(
-            train_features,
-            dev_features,
-            test_features,
-            config.batch_size,
-            config.eval_batch_size,
-            trial.seed,
-        )
-        return GlueModule(model, task, val_names, trial), data
+    def builder(
+        frame: pd.DataFrame, names: list[str], validated: list[GlueFeatures]
+    ) -> Callable[[TrialParams], tuple[GlueModule, FinetuneDataModule]]:
+        train_features = encode(task, tokenizer, frame, length)
 
-    grid = run_grid(task.name, config, build, mlflow_run_id=mlflow_run_id)
+        def build(trial: TrialParams) -> tuple[GlueModule, FinetuneDataModule]:
+            model = build_classifier(
+                checkpoint,
+                task,
+                source,
+                trial.seed,
+                config.classifier_pooling,
+                config.head_lstm_size,
+            )
+            data = FinetuneDataModule(
+                train_features,
+                validated,
+                test_features,
+                config.batch_size,
+                config.eval_batch_size,
+                trial.seed,
+            )
+            return GlueModule(model, task, names, trial), data
+
+        return build
+
+    # the hold-out is validated first; the module chooses on it alone
+    held = [encode(task, tokenizer, holdout, length)] if holdout is not None else []
+    grid = run_grid(
+        task.name,
+        config,
+        builder(trained, val_names, held + dev_features),
+        mlflow_run_id=mlflow_run_id,
+    )
+    selected_on = grid.dev_metrics
+    fitted = grid
+    if config.refit:
+        build_all = builder(train, dev_names, dev_features)
+        fitted = refit(task.name, config, build_all, grid, mlflow_run_id=mlflow_run_id)
+    names = fitted.module.hparams.dev_names
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
-        _prediction_frame(task, f, preds)
-        for f, preds in zip(
-            dev_frames,
-            grid.module.best_predictions[len(val_frames) - len(dev_frames) :],
-            strict=True,
-        )
+        _prediction_frame(task, frame, fitted.module.best_predictions[names.index(name)])
+        for name, frame in zip(dev_names, dev_frames, strict=True)
     ]
     test_preds = _prediction_frame(
-        task, test, _predict_test(grid.trainer, grid.module, grid.data, task)
+        task, test, _predict_test(fitted.trainer, fitted.module, fitted.data, task)
     )
     out = model_to_checkpoint(
-        grid.module.model,
+        fitted.module.model,
         tokenizer,
         labels=task.label_names,
         finetuning_task=task.name,
     )
-    chosen = grid.dev_metrics
     return FinetuneResult(
         checkpoint=out,
-        dev_metrics={k: v for k, v in chosen.items() if k != HOLDOUT},
-        best=best_summary(grid),
+        dev_metrics={k: v for k, v in fitted.dev_metrics.items() if k != HOLDOUT},
+        best=best_summary(fitted),
         trials=grid.trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,
-        selected_on={HOLDOUT: chosen[HOLDOUT]} if HOLDOUT in chosen else dict(chosen),
+        selected_on={HOLDOUT: selected_on[HOLDOUT]} if holdout is not None else dict(selected_on),
+        refits=fitted.trials if config.refit else [],
+        trained_on=len(train) if config.refit else len(trained),
     )
 
 

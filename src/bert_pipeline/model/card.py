@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from bert_pipeline.glue.tasks import HOLDOUT
 from bert_pipeline.training.config import lm_metric, metrics_objective
 
 # The project declares no license: "other" is the hub's value for terms it does not list.
@@ -177,6 +178,11 @@ def _classifier_reads(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _chosen_on(record: Mapping[str, Any]) -> str:
+    """Where a GLUE record's trial and epoch were chosen."""
+    return "a held-out slice of train" if HOLDOUT in record.get("selected_on", {}) else "dev"
+
+
 def glue_card(
     config: Mapping[str, Any],
     task: str,
@@ -216,8 +222,14 @@ def glue_card(
         "",
         "## Training",
         "",
-        f"- Best of {len(record['trials'])} trial(s) on dev: lr {best['learning_rate']:g}, seed "
-        f"{best['seed']}, epoch {best['best_epoch'] + 1}.",
+        f"- Best of {len(record['trials'])} trial(s) on {_chosen_on(record)}: lr "
+        f"{best['learning_rate']:g}, seed {best['seed']}, epoch {best['best_epoch'] + 1}"
+        + (
+            f"; then trained again on all {record['train_examples']:,} training examples, "
+            "stopped at that epoch."
+            if record.get("refits")
+            else "."
+        ),
         "- The classifier reads the pooled [CLS] (as BERT)."
         if cls
         else f"- The classifier reads {reads}; transformers' BertForSequenceClassification "

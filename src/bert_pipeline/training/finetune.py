@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import logging
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +122,8 @@ class FinetuneModule(pl.LightningModule):
         self.best_epoch = -1
         self.best_state: dict[str, torch.Tensor] | None = None
         self.best_predictions: list[Any] = []  # per dev split, of the best epoch
+        # A refit's epoch, chosen before it trains: kept whatever dev says, then training stops
+        self.keep_epoch: int | None = None
         self._outputs: dict[int, list] = {}
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -164,7 +167,12 @@ class FinetuneModule(pl.LightningModule):
                 self.log(f"{split}_{name}", value, prog_bar=True)
         # NaN (e.g. Pearson of constant predictions) ranks lowest; the first epoch always counts
         comparable = score if math.isfinite(score) else -math.inf
-        if self.best_state is None or comparable > self.best_score:
+        if self.keep_epoch is not None:
+            keep = self.current_epoch == self.keep_epoch
+            self.trainer.should_stop = keep
+        else:
+            keep = self.best_state is None or comparable > self.best_score
+        if keep:
             self.best_score, self.best_epoch = comparable, self.current_epoch
             self.best_state = copy.deepcopy(
                 {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
@@ -185,7 +193,8 @@ class FinetuneModule(pl.LightningModule):
 
 @dataclass
 class GridResult:
-    """The winning trial's module (best weights loaded), Trainer and data, and every record."""
+    """The model a grid (or a refit) delivers, with the best weights loaded, its Trainer and
+    data; `best`, the trial record the choice fell on; `trials`, every record of the run."""
 
     module: FinetuneModule
     trainer: pl.Trainer
@@ -195,40 +204,55 @@ class GridResult:
 
     @property
     def dev_metrics(self) -> dict[str, dict[str, float]]:
-        return self.best["history"][self.best["best_epoch"]]["metrics"]
+        return self.module.history[self.module.best_epoch]["metrics"]
 
 
 BEST_KEYS = ("learning_rate", "seed", "best_epoch", "best_score")
+Build = Callable[[TrialParams], tuple[FinetuneModule, pl.LightningDataModule]]
+
+
+def _fit(
+    config: FinetuneConfig,
+    build: Build,
+    trial: TrialParams,
+    prefix: str,
+    mlflow_run_id: str | None,
+    keep_epoch: int | None = None,
+) -> tuple[FinetuneModule, pl.Trainer, pl.LightningDataModule]:
+    """Trains one trial; the global RNG is seeded with the trial's seed after `build`, so
+    dropout and shuffling depend on the seed alone (as `Trainer(seed=)`)."""
+    module, data = build(trial)
+    module.keep_epoch = keep_epoch
+    pl.seed_everything(trial.seed, workers=True, verbose=False)
+    trainer = build_trainer(
+        config,
+        loggers=mlflow_logger(mlflow_run_id, prefix=prefix),
+        max_epochs=config.epochs,
+        log_every_n_steps=config.log_every_n_steps,
+    )
+    trainer.fit(module, datamodule=data)
+    return module, trainer, data
 
 
 def run_grid(
     name: str,
     config: FinetuneConfig,
-    build: Callable[[TrialParams], tuple[FinetuneModule, pl.LightningDataModule]],
+    build: Build,
     *,
     tags: list[str] | None = None,
     mlflow_run_id: str | None = None,
 ) -> GridResult:
     """Trains every (tag x lr x seed) trial; the best dev score wins (ties: the earlier trial).
 
-    `build(trial)` returns a fresh module and its data; the global RNG is seeded with the trial's
-    seed after that, so dropout and shuffling depend on the seed alone (as `Trainer(seed=)`).
-    With `mlflow_run_id` every trial's metrics go to that run, prefixed by the trial's name.
+    `build(trial)` returns a fresh module and its data. With `mlflow_run_id` every trial's
+    metrics go to that run, prefixed by the trial's name.
     """
     trials, best = [], None
     for tag in tags or [""]:
         for lr in config.learning_rates:
             for seed in config.seeds:
                 trial = TrialParams(lr, seed, config.weight_decay, config.warmup_proportion, tag)
-                module, data = build(trial)
-                pl.seed_everything(seed, workers=True, verbose=False)
-                trainer = build_trainer(
-                    config,
-                    loggers=mlflow_logger(mlflow_run_id, prefix=trial.name),
-                    max_epochs=config.epochs,
-                    log_every_n_steps=config.log_every_n_steps,
-                )
-                trainer.fit(module, datamodule=data)
+                module, trainer, data = _fit(config, build, trial, trial.name, mlflow_run_id)
                 record = {
                     **({"tag": tag} if tag else {}),
                     "learning_rate": float(lr),
@@ -252,6 +276,57 @@ def run_grid(
     record, module, trainer, data = best
     module.model.load_state_dict(module.best_state)
     return GridResult(module, trainer, data, record, trials)
+
+
+def refit(
+    name: str,
+    config: FinetuneConfig,
+    build: Build,
+    grid: GridResult,
+    *,
+    mlflow_run_id: str | None = None,
+) -> GridResult:
+    """Trains every seed of the grid's best rate again on `build`'s data, with its trial's
+    schedule, and keeps the epoch that trial chose, whatever the new dev passes say.
+
+    For a grid that chose on a hold-out of train: the refit trains on all of train (the
+    hold-out included), so the rows that only chose are not lost, and dev still only measures.
+    The best rate is the one whose trials scored best on average (ties: the earlier); the
+    delivered model is the refit of that rate's best trial. MLflow prefix: `refit_<trial>`.
+    """
+    by_rate: dict[tuple[str, float], list[dict]] = {}
+    for t in grid.trials:
+        by_rate.setdefault((t.get("tag", ""), t["learning_rate"]), []).append(t)
+    tag, lr = max(by_rate, key=lambda k: statistics.fmean(t["best_score"] for t in by_rate[k]))
+    chosen = by_rate[(tag, lr)]
+    best = max(chosen, key=lambda t: t["best_score"])
+    refits, kept = [], None
+    for t in chosen:
+        trial = TrialParams(lr, t["seed"], config.weight_decay, config.warmup_proportion, tag)
+        module, trainer, data = _fit(
+            config, build, trial, f"refit_{trial.name}", mlflow_run_id, t["best_epoch"]
+        )
+        refits.append(
+            {
+                **({"tag": tag} if tag else {}),
+                "learning_rate": float(lr),
+                "seed": int(t["seed"]),
+                "epoch": module.best_epoch,
+                "history": module.history,
+            }
+        )
+        logger.info(
+            "%s refit_%s: kept epoch %d, trained on all of its data",
+            name,
+            trial.name,
+            t["best_epoch"],
+        )
+        if t is best:
+            kept = (module, trainer, data)
+    assert kept is not None
+    module, trainer, data = kept
+    module.model.load_state_dict(module.best_state)
+    return GridResult(module, trainer, data, best, refits)
 
 
 def best_summary(result: GridResult) -> dict[str, Any]:

@@ -143,8 +143,10 @@ def finetune_glue_task(
             "selected_on": result.selected_on,
             "best": result.best,
             "train_examples": len(train),
+            "trained_on": result.trained_on,
             "dev_examples": len(dev),
             "trials": result.trials,
+            **({"refits": result.refits} if result.refits else {}),
             "mlflow_run_id": run.run_id,
         }
         name = _registered_name(params, task.name)
@@ -167,7 +169,8 @@ def finetune_glue_task(
         run.describe(
             f"GLUE {task.name} fine-tuned from {source}: best {scored_on} score "
             f"{100 * result.best['best_score']:.2f} (lr {result.best['learning_rate']}, seed "
-            f"{result.best['seed']}, epoch {result.best['best_epoch']})."
+            f"{result.best['seed']}, epoch {result.best['best_epoch']})"
+            + (f", then refit on all {len(train)} train rows." if result.refits else ".")
         )
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 

@@ -281,8 +281,8 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
         assert len(metrics["refits"]) == 3 and metrics["trained_on"] == 12
         card = (tmp_path / "data" / "06_models" / "glue" / "rte" / "README.md").read_text()
         assert "a random init (seed 0) of" in card
-        assert "trial(s) on a held-out slice of train" in card
-        assert "then trained again on all 12 training examples" in card
+        assert "seeds on a held-out slice of train (9 trials)" in card
+        assert "trained again on all 12 training examples" in card
 
 
 def test_ner_commands_run_on_the_bundled_sample(tmp_path, project_root):

@@ -303,6 +303,10 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     run_tool(project_root, *tool, "--row", f"refit={tmp_path / 'ft'}")
     row = next(line for line in out.read_text().splitlines() if line.startswith("| refit |"))
     assert "pearson 85.0 ± 7.1" in row and "(lr 0.0001, 2 seeds, refit on all 90 train)" in row
+    other_rate = [{**r, "learning_rate": 1e-3} for r in refits]
+    (folder / "dev_metrics.json").write_text(json.dumps({**record, "refits": other_rate}))
+    with pytest.raises(AssertionError, match="refit of another rate"):
+        run_tool(project_root, *tool, "--row", f"refit={tmp_path / 'ft'}")
     for trial in trials:
         del trial["history"][trial["best_epoch"]]["metrics"]["train_holdout"]
     (folder / "dev_metrics.json").write_text(json.dumps(record))

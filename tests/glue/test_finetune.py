@@ -148,6 +148,7 @@ def test_a_refit_trains_the_chosen_rate_again_on_all_of_train(data, monkeypatch)
         assert all(HOLDOUT not in h["metrics"] for h in r["history"])
     best = max(chosen.values(), key=lambda t: t["best_score"])
     assert (result.best["seed"], result.best["best_score"]) == (best["seed"], best["best_score"])
+    assert result.selected_on == {HOLDOUT: best["history"][best["best_epoch"]]["metrics"][HOLDOUT]}
     kept = next(r for r in result.refits if r["seed"] == best["seed"])
     assert result.dev_metrics == kept["history"][kept["epoch"]]["metrics"]
     model = model_from_checkpoint(result.checkpoint, BertForSequenceClassification)
@@ -160,6 +161,45 @@ def test_a_refit_trains_the_chosen_rate_again_on_all_of_train(data, monkeypatch)
         from bert_pipeline.glue.config import glue_params
 
         glue_params({"defaults": {"refit": True}}).task_config("rte")
+
+
+def test_a_refit_stops_after_its_trials_epoch_on_the_whole_schedule(data):
+    """Each refit keeps the epoch its trial chose and stops there, its learning rate still
+    on the schedule of all `epochs` (not decayed to zero at the kept epoch)."""
+    from bert_pipeline.glue.finetune import build_classifier, encode
+    from bert_pipeline.glue.module import GlueModule
+    from bert_pipeline.training.finetune import FinetuneDataModule, GridResult, refit
+
+    task, checkpoint = get_task("mnli"), tiny_checkpoint()
+    tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
+    train = encode(task, tokenizer, data["train"], 32)
+    dev = [encode(task, tokenizer, data["dev_matched"], 32)]
+
+    def build(trial):
+        model = build_classifier(checkpoint, task, "tiny", trial.seed)
+        loaders = FinetuneDataModule(train, dev, None, 8, 64, trial.seed)
+        return GlueModule(model, task, ["dev_matched"], trial), loaders
+
+    def trial(lr, seed, epoch, score):
+        return {"learning_rate": lr, "seed": seed, "best_epoch": epoch, "best_score": score}
+
+    trials = [trial(1e-3, 1, 2, 0.9), trial(1e-3, 2, 2, 0.1), trial(1e-4, 1, 0, 0.6)]
+    trials.append(trial(1e-4, 2, 1, 0.7))  # 1e-4: the best mean (0.65 > 0.5), seed 2 its best
+    config = _two_trials(seeds=[1, 2], epochs=3)
+    fitted = refit("mnli", config, build, GridResult(None, None, None, trials[0], trials))
+    assert [(r["learning_rate"], r["seed"], r["epoch"]) for r in fitted.trials] == [
+        (1e-4, 1, 0),
+        (1e-4, 2, 1),
+    ]
+    assert [len(r["history"]) for r in fitted.trials] == [1, 2]
+    assert fitted.best is trials[3] and fitted.module.best_epoch == 1
+    assert fitted.dev_metrics == fitted.trials[1]["history"][1]["metrics"]
+    steps = -(-len(train) // 8)
+    assert fitted.trainer.global_step == 2 * steps
+    assert fitted.trainer.estimated_stepping_batches == 3 * steps
+    warmup = int(0.1 * 3 * steps)  # then linear decay to 0 at the end of epoch 3
+    expected = 1e-4 * (3 * steps - 2 * steps) / (3 * steps - warmup)
+    assert fitted.module.lr_schedulers().get_last_lr()[0] == pytest.approx(expected)
 
 
 def test_a_phrase_holdout_holds_out_whole_sentences():

@@ -1,9 +1,10 @@
-"""Fine-tunes one GLUE task over a learning-rate x seed grid and keeps the best run on dev.
+"""Fine-tunes one GLUE task over a learning-rate x seed grid and keeps the best run.
 
 As in the BERT paper: every (lr, seed) trial trains all weights for `epochs` epochs; the trial
 and epoch with the best dev score win (score = the task's metrics averaged, MNLI m/mm
-averaged). The grid, optimizer and Trainer are `bert_pipeline.training.finetune`'s. No Kedro
-here; MLflow is used only when a run id is given.
+averaged), or with the best score on a held-out slice of train, which `refit` then trains on
+too. The grid, optimizer and Trainer are `bert_pipeline.training.finetune`'s. No Kedro here;
+MLflow is used only when a run id is given.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from bert_pipeline.training.finetune import (
 @dataclass
 class FinetuneResult:
     checkpoint: dict
-    dev_metrics: dict[str, dict[str, float]]  # of the chosen trial and epoch, dev splits only
+    dev_metrics: dict[str, dict[str, float]]  # of the delivered model, dev splits only
     best: dict[str, Any]
     trials: list[dict[str, Any]]
     dev_predictions: pd.DataFrame
@@ -172,11 +173,11 @@ def finetune_task(
         builder(trained, val_names, held + dev_features),
         mlflow_run_id=mlflow_run_id,
     )
-    selected_on = grid.dev_metrics
     fitted = grid
     if config.refit:
         build_all = builder(train, dev_names, dev_features)
         fitted = refit(task.name, config, build_all, grid, mlflow_run_id=mlflow_run_id)
+    selected_on = fitted.best["history"][fitted.best["best_epoch"]]["metrics"]
     names = fitted.module.hparams.dev_names
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
         _prediction_frame(task, frame, fitted.module.best_predictions[names.index(name)])

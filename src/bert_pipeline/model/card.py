@@ -178,9 +178,21 @@ def _classifier_reads(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _chosen_on(record: Mapping[str, Any]) -> str:
-    """Where a GLUE record's trial and epoch were chosen."""
-    return "a held-out slice of train" if HOLDOUT in record.get("selected_on", {}) else "dev"
+def _choice(record: Mapping[str, Any]) -> str:
+    """How a GLUE record's model was chosen (and refit)."""
+    best, trials = record["best"], len(record["trials"])
+    where = "a held-out slice of train" if HOLDOUT in record.get("selected_on", {}) else "dev"
+    if not record.get("refits"):
+        return (
+            f"- Best of {trials} trial(s) on {where}: lr {best['learning_rate']:g}, seed "
+            f"{best['seed']}, epoch {best['best_epoch'] + 1}."
+        )
+    return (
+        f"- lr {best['learning_rate']:g}: the best mean score of its seeds on {where} "
+        f"({trials} trials); its best seed, {best['seed']}, trained again on all "
+        f"{record['train_examples']:,} training examples and stopped at the epoch its trial "
+        f"chose there, {best['best_epoch'] + 1}."
+    )
 
 
 def glue_card(
@@ -191,7 +203,6 @@ def glue_card(
     registered_name: str | None = None,
 ) -> str:
     """The card of a GLUE fine-tuned classifier: task, data sizes, chosen trial, dev metrics."""
-    best = record["best"]
     metrics = "; ".join(
         f"{split}: " + ", ".join(f"{name} {100 * value:.2f}" for name, value in values.items())
         for split, values in record["dev_metrics"].items()
@@ -222,14 +233,7 @@ def glue_card(
         "",
         "## Training",
         "",
-        f"- Best of {len(record['trials'])} trial(s) on {_chosen_on(record)}: lr "
-        f"{best['learning_rate']:g}, seed {best['seed']}, epoch {best['best_epoch'] + 1}"
-        + (
-            f"; then trained again on all {record['train_examples']:,} training examples, "
-            "stopped at that epoch."
-            if record.get("refits")
-            else "."
-        ),
+        _choice(record),
         "- The classifier reads the pooled [CLS] (as BERT)."
         if cls
         else f"- The classifier reads {reads}; transformers' BertForSequenceClassification "

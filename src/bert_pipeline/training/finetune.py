@@ -169,7 +169,8 @@ class FinetuneModule(pl.LightningModule):
         comparable = score if math.isfinite(score) else -math.inf
         if self.keep_epoch is not None:
             keep = self.current_epoch == self.keep_epoch
-            self.trainer.should_stop = keep
+            if keep:
+                self.trainer.should_stop = True
         else:
             keep = self.best_state is None or comparable > self.best_score
         if keep:

@@ -2,8 +2,8 @@
 
 The paper's recipe: an (lr x seed) grid of trials, each trains for `epochs` epochs with the
 shared AdamW + warmup/linear-decay schedule and Trainer; every dev pass is scored and the trial
-and epoch with the best dev score win (a task may score a hold-out of train instead). A task
-supplies its model, data and metrics.
+and epoch with the best dev score win (a task may score a hold-out of train instead, then
+`refit` the chosen rate on all of train). A task supplies its model, data and metrics.
 """
 
 from __future__ import annotations

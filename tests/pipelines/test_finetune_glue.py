@@ -142,7 +142,9 @@ def test_a_random_init_baseline_is_named_as_such(glue_project, mlflow_uri: str):
     assert rte.data.params["random_init_seed"] == "7"
     assert "pretrained_model" not in rte.data.params
     assert "a random init (seed 7) of" in rte.data.tags["mlflow.note.content"]
-    assert "best train_holdout score" in rte.data.tags["mlflow.note.content"]
+    note = rte.data.tags["mlflow.note.content"]
+    assert "best train_holdout score" in note
+    assert f"epoch {record['best']['best_epoch'] + 1} of {FAST['defaults']['epochs']})" in note
 
 
 def _check_surface(client, logged, stsb, parent, pretrained: Path, card: str) -> None:

@@ -188,7 +188,9 @@ def main() -> None:
         "GLUE dev, x100. Ours: the learning rate chosen on a held-out slice of train "
         "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing. "
         "A row of several pretraining draws: the mean ± std over the draws of each draw's "
-        "mean at the rate its hold-out chose.",
+        "mean at the rate its hold-out chose. The hold-out's rows are not trained on, except in "
+        "a cell that says 'refit on all': there that rate's seeds trained again on all of "
+        "train (`refit`), each stopped at the epoch its hold-out chose.",
         "",
         "| model | " + " | ".join(tasks) + " |",
         "|---|" + "---|" * len(tasks),

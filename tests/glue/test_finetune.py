@@ -130,7 +130,8 @@ def test_a_refit_trains_the_chosen_rate_again_on_all_of_train(data, monkeypatch)
         return module(train, *args)
 
     monkeypatch.setattr(finetune, "FinetuneDataModule", spy)
-    config = _two_trials(seeds=[1, 2], selection_holdout=0.25, refit=True)
+    # one epoch: the kept epoch and the stop are the next test's
+    config = _two_trials(seeds=[1, 2], epochs=1, selection_holdout=0.25, refit=True)
     result = _run(data, tiny_checkpoint(), config)
     n = len(data["train"])
     assert trained_rows == [n - round(0.25 * n)] * 4 + [n] * 2

@@ -170,7 +170,7 @@ def finetune_glue_task(
             f"GLUE {task.name} fine-tuned from {source}: best {scored_on} score "
             f"{100 * result.best['best_score']:.2f} (lr {result.best['learning_rate']}, seed "
             f"{result.best['seed']}, epoch {result.best['best_epoch'] + 1} of {config.epochs})"
-            + (f", then refit on all {len(train)} train rows." if result.refits else ".")
+            + (f", then refit on all {result.trained_on} train rows." if result.refits else ".")
         )
     return result.checkpoint, record, result.dev_predictions, result.test_predictions
 

@@ -20,13 +20,16 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
-import torch
 
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import GlueTask, get_task
 from bert_pipeline.training.config import FinetuneConfig, OptimizerParams
+
+if TYPE_CHECKING:  # torch is imported where it is used: the collectors start without it
+    import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"  # the public data beside the checkout
@@ -186,8 +189,9 @@ def training_arguments(
     )
 
 
-class Encoded(torch.utils.data.Dataset):
-    """Tokenizer output and labels as the rows transformers' Trainer reads."""
+class Encoded:
+    """Tokenizer output and labels as the rows transformers' Trainer reads (a map-style
+    dataset: DataLoader needs only `len` and indexing)."""
 
     def __init__(self, encodings: dict[str, list], labels: list):
         self.encodings, self.labels = encodings, labels
@@ -216,6 +220,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser, batch_size: int, vocab_
 
 def make_batch(gen: torch.Generator, args: argparse.Namespace, vocab_size: int) -> dict:
     """Padded [CLS] A [SEP] B [SEP] batch; 10% of rows shorter (as google's short_seq_prob)."""
+    import torch
+
     from bert_pipeline.data.masking import num_to_predict
 
     B, T = args.batch_size, args.seq_length
@@ -259,6 +265,8 @@ def ours_step(
     """One training step of our model, as pretrain_model's (the loss without the masked-LM
     logits); `bf16` under CPU autocast, `clip` the gradient norm first, `logits` the forward
     that also returns the logits (the plain head)."""
+    import torch
+
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = model(
             b["input_ids"],

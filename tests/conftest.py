@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.mlflow_store import new_store
+
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 
@@ -33,7 +35,7 @@ def mlflow_uri(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     """
     import mlflow
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = new_store(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.setenv("MLFLOW_ARTIFACT_LOCATION", (tmp_path / "mlartifacts").as_uri())
     mlflow.set_tracking_uri(uri)  # an earlier test's kedro-mlflow run set it for the process

@@ -29,6 +29,7 @@ from bert_pipeline.model.checkpoint import write_checkpoint
 from bert_pipeline.model.config import PRESETS
 from tests.data.conftest import TOPICS, write_wikiextractor
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
+from tests.mlflow_store import new_store
 
 BIN = Path(sys.executable).parent
 SWAG_SAMPLE = "data/01_raw/swag_sample/sample.jsonl"
@@ -58,7 +59,7 @@ ON_VIZ_SITE = pytest.mark.xdist_group("readme_viz_site")
 def _env(root: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
-        MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}",
+        MLFLOW_TRACKING_URI=new_store(root),
         MLFLOW_ARTIFACT_LOCATION=(root / "mlartifacts").as_uri(),
         KEDRO_DISABLE_TELEMETRY="true",
         DO_NOT_TRACK="1",

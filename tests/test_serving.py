@@ -28,6 +28,7 @@ from bert_pipeline.model.checkpoint import (
 from bert_pipeline.params import ConfigError
 from bert_pipeline.serving import ARTIFACT, BertPyfunc, log_bert_model
 from tests.glue.helpers import tiny_checkpoint
+from tests.mlflow_store import new_store
 from tests.test_readme_commands import BIN, _serve, _stop
 
 # One xdist worker (`--dist loadgroup`) runs this module: its served models are built once.
@@ -213,7 +214,7 @@ def served(tmp_path_factory) -> str:
     torch.manual_seed(0)
     model = model_from_checkpoint(pretrained, BertForSequenceClassification, num_labels=3)
     checkpoint = model_to_checkpoint(model, pretrained["tokenizer_files"], labels=["a", "b", "c"])
-    uri = f"sqlite:///{root / 'mlflow.db'}"
+    uri = new_store(root)
     mlflow.set_tracking_uri(uri)
     try:
         artifacts = (root / "mlartifacts").as_uri()  # not ./mlruns of the checkout

@@ -28,6 +28,7 @@ from bert_pipeline.data.shards import load_example_shards, tokenizer_fingerprint
 from bert_pipeline.data.tokenizer import load_tokenizer
 from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
 from tests.data.conftest import TOPICS, prose_document, write_wikiextractor
+from tests.mlflow_store import new_store
 from tests.pipelines.test_pretrain_model import TINY_RUN
 
 # One xdist worker (`--dist loadgroup`) runs this module, so the previous data set is built once.
@@ -118,7 +119,7 @@ def previous_set(project_root: Path, tmp_path_factory) -> Path:
     corpus.mkdir()
     for i, topic in enumerate(TOPICS):
         (corpus / f"{i:02d}_{topic}.txt").write_text(prose_document(topic), encoding="utf-8")
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": new_store(root)}
     env["MLFLOW_ARTIFACT_LOCATION"] = (root / "mlartifacts").as_uri()
     params = _params(root / "data", corpus, "prose_folder")
     args = [project_root, json.dumps(params), "pretrain_data", "", ""]

@@ -1,0 +1,44 @@
+"""Throw-away MLflow SQLite stores for tests, copied from one store whose tables are made.
+
+Making a store's tables runs MLflow's schema migrations, about 2 s of a test worker each, paid
+by some fifty tests; a copy costs milliseconds. Tests of how a store is first made (the README's
+own commands without MLFLOW_TRACKING_URI, the run guards, two runs making one together) make
+theirs as a user's first run does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+DATABASE = "mlflow.db"
+
+
+@functools.cache
+def _made_tables() -> Path:
+    from mlflow.tracking import MlflowClient
+
+    folder = Path(tempfile.mkdtemp(prefix="mlflow-tables-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    MlflowClient(f"sqlite:///{folder / DATABASE}").search_experiments(max_results=1)
+    return folder / DATABASE
+
+
+def new_store(folder: Path) -> str:
+    """The tracking URI of `folder`/mlflow.db, made there unless a run of this test already did;
+    MLflow's Default experiment keeps its artifacts under `folder`, not where the copy was made."""
+    database = folder / DATABASE
+    if not database.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_made_tables(), database)
+        with sqlite3.connect(database) as connection:
+            connection.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                (str(folder / "mlruns" / "0"),),
+            )
+        connection.close()
+    return f"sqlite:///{database}"

@@ -1,9 +1,9 @@
 """Throw-away MLflow SQLite stores for tests, copied from one store whose tables are made.
 
 Making a store's tables runs MLflow's schema migrations, about 2 s of a test worker each, paid
-by some fifty tests; a copy costs milliseconds. Tests of how a store is first made (the README's
-own commands without MLFLOW_TRACKING_URI, the run guards, two runs making one together) make
-theirs as a user's first run does.
+by some fifty tests; a copy costs milliseconds. The README's first command (the `pretrained`
+fixture of tests/test_readme_commands.py), the run guards and two runs making one store together
+(tests/test_run_guards.py) make theirs as a user's first run does.
 """
 
 from __future__ import annotations

@@ -56,10 +56,11 @@ ON_PRETRAINED = pytest.mark.xdist_group("readme_pretrained")
 ON_VIZ_SITE = pytest.mark.xdist_group("readme_viz_site")
 
 
-def _env(root: Path) -> dict[str, str]:
+def _env(root: Path, first_run: bool = False) -> dict[str, str]:
+    """`first_run`: the tracking store is made by the command, as on a user's first run."""
     env = dict(os.environ)
     env.update(
-        MLFLOW_TRACKING_URI=new_store(root),
+        MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}" if first_run else new_store(root),
         MLFLOW_ARTIFACT_LOCATION=(root / "mlartifacts").as_uri(),
         KEDRO_DISABLE_TELEMETRY="true",
         DO_NOT_TRACK="1",
@@ -82,7 +83,7 @@ def _kedro(args: list[str], cwd: Path, env: dict[str, str], params: dict) -> str
 def pretrained(tmp_path_factory, project_root):
     """`kedro run --pipeline pretrain` on tiny settings; returns (root, env, params)."""
     root = tmp_path_factory.mktemp("readme")
-    env = _env(root)
+    env = _env(root, first_run=True)
     params = {"data_dir": root / "data", **TINY_PRETRAIN}
     output = _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
     (root / "console.txt").write_text(output)

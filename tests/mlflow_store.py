@@ -2,7 +2,7 @@
 
 Making a store's tables runs MLflow's schema migrations, about 2 s of a test worker each, paid
 by some fifty tests; a copy costs milliseconds. The README's first command (the `pretrained`
-fixture of tests/test_readme_commands.py), the run guards and two runs making one store together
+fixture of tests/test_readme_commands.py) and two runs making one store together
 (tests/test_run_guards.py) make theirs as a user's first run does.
 """
 

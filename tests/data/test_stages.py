@@ -279,7 +279,7 @@ def test_a_stage_returns_right_after_its_last_task_and_draws_its_bar_sparingly(c
     100 ms, a stage returned ~50 ms after its last task, every stage of every run), and redraws
     the console line at most every 0.1 s. With a 100 ms poll each of these 0.2 s stages returned
     45-55 ms late, with 20 ms 10-22 ms; a loaded machine delays some stages by 20 ms more, so
-    the fastest of the five is what is compared."""
+    the second fastest of the five is what is compared."""
     from bert_pipeline.data.cluster import compute
 
     client = open_client({"n_workers": 1})
@@ -291,7 +291,7 @@ def test_a_stage_returns_right_after_its_last_task_and_draws_its_bar_sparingly(c
         compute("sleep", [delayed(_finish_time, pure=False)(0.1) for _ in range(5)])
     finally:
         close_client(client)
-    assert min(late) < 0.035, late
+    assert sorted(late)[1] < 0.035, late
     bars = capfd.readouterr().out.split("\x1b[2K")[:-1]  # each stage's bar ends by clearing
     assert len(bars) == 6 and all("100% Completed" in bar for bar in bars)
     assert bars[-1].count("% Completed") <= 8  # 0.5 s of tasks: ~6 lines, not 25

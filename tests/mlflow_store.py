@@ -20,11 +20,11 @@ DATABASE = "mlflow.db"
 
 @functools.cache
 def _made_tables() -> Path:
-    from mlflow.tracking import MlflowClient
+    from bert_pipeline.hooks.tracking import create_tracking_store
 
     folder = Path(tempfile.mkdtemp(prefix="mlflow-tables-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    MlflowClient(f"sqlite:///{folder / DATABASE}").search_experiments(max_results=1)
+    create_tracking_store(f"sqlite:///{folder / DATABASE}")  # as a run's hook makes its store
     return folder / DATABASE
 
 

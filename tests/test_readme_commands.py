@@ -29,7 +29,7 @@ from bert_pipeline.model.checkpoint import write_checkpoint
 from bert_pipeline.model.config import PRESETS
 from tests.data.conftest import TOPICS, write_wikiextractor
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
-from tests.mlflow_store import new_store
+from tests.mlflow_store import DATABASE, new_store
 
 BIN = Path(sys.executable).parent
 SWAG_SAMPLE = "data/01_raw/swag_sample/sample.jsonl"
@@ -60,7 +60,7 @@ def _env(root: Path, first_run: bool = False) -> dict[str, str]:
     """`first_run`: the tracking store is made by the command, as on a user's first run."""
     env = dict(os.environ)
     env.update(
-        MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}" if first_run else new_store(root),
+        MLFLOW_TRACKING_URI=f"sqlite:///{root / DATABASE}" if first_run else new_store(root),
         MLFLOW_ARTIFACT_LOCATION=(root / "mlartifacts").as_uri(),
         KEDRO_DISABLE_TELEMETRY="true",
         DO_NOT_TRACK="1",

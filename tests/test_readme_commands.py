@@ -124,6 +124,20 @@ def test_console_is_a_line_per_node_start_and_finish_and_a_summary(pretrained):
 
 
 @ON_PRETRAINED
+def test_training_keeps_every_thread_after_the_dask_stages(pretrained):
+    """The data stages' Dask nannies give their workers OMP_NUM_THREADS=1; the training node of
+    the same run still has the threads torch takes in a new process (every core here)."""
+    import mlflow
+
+    root, env, _ = pretrained
+    probe = "import torch; print(torch.get_num_threads())"
+    fresh = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    run_id = re.search(r"MLflow run ([0-9a-f]{32})", (root / "console.txt").read_text())[1]
+    run = mlflow.MlflowClient(tracking_uri=env["MLFLOW_TRACKING_URI"]).get_run(run_id)
+    assert run.data.params["pretrain_model.torch_threads"] == fresh.stdout.strip()
+
+
+@ON_PRETRAINED
 def test_resume_true_continues_the_run(pretrained, project_root):
     root, env, params = pretrained
     more = {**params, "pretrain_model.resume": "true", "pretrain_model.schedule.max_steps": 9}

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -163,7 +164,8 @@ def _die() -> pa.Table:
     os._exit(1)
 
 
-def test_a_dead_worker_is_named_and_the_previous_set_kept(tmp_path: Path):
+def test_a_dead_worker_is_named_and_the_previous_set_kept(tmp_path: Path, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     target = tmp_path / "examples"
     ExampleShardsDataset(str(target)).save(ExampleShards([_table(3)], {"run": 1}))
     client = open_client({"n_workers": 1, "allowed_failures": 0})
@@ -175,8 +177,23 @@ def test_a_dead_worker_is_named_and_the_previous_set_kept(tmp_path: Path):
             ExampleShardsDataset(str(target)).save(ExampleShards(parts, {"run": 2}))
     finally:
         close_client(client)
+    assert "OMP_NUM_THREADS" not in os.environ  # nor where the nanny restarted its worker
     assert load_example_shards(target).manifest["run"] == 1
     assert not list(tmp_path.glob(".examples.*"))
+
+
+def test_the_workers_thread_limits_stay_out_of_this_process(monkeypatch):
+    """Dask's nannies write OMP_NUM_THREADS=1 (for their workers) into the environment of the
+    process that starts them, where torch would later read it and train on one core."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    client = open_client({"n_workers": 1})
+    try:
+        workers = client.run(lambda: os.environ.get("OMP_NUM_THREADS"))
+        assert "OMP_NUM_THREADS" not in os.environ
+    finally:
+        close_client(client)
+    assert list(workers.values()) == ["1"]
+    assert "OMP_NUM_THREADS" not in os.environ
 
 
 def test_unreachable_scheduler_names_the_parameter():
@@ -239,7 +256,11 @@ def test_an_existing_scheduler_is_used_by_address_and_left_running(wikiextractor
     """What `dask scheduler` + `dask worker` (or a SLURMCluster) look like to the pipeline."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster:
+    # patch.dict: the nanny writes its worker's OMP_NUM_THREADS=1 into this test process too
+    with (
+        mock.patch.dict(os.environ),
+        LocalCluster(n_workers=1, processes=True, dashboard_address=None) as cluster,
+    ):
         client = open_client({"scheduler_address": cluster.scheduler_address})
         try:
             docs = documents_frame({**WIKI, "path": str(wikiextractor_folder)})

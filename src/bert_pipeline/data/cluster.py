@@ -25,6 +25,14 @@ logger = logging.getLogger(__name__)
 
 SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 
+# Dask's nannies write their pre-spawn environment (OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, ...,
+# meant for the workers) into this process's os.environ before each worker starts. torch, which
+# the training node imports after the data stages in the same `kedro run`, reads OMP_NUM_THREADS
+# once and would train on one core: an hour of the budget recipe made 30% fewer steps. The
+# workers keep those values; this process gets back what it held, kept here between
+# open_client and close_client.
+_OWN_ENVIRON: dict[str, str | None] = {}
+
 
 @dataclass
 class DaskParams:
@@ -139,18 +147,26 @@ def open_client(params: Mapping[str, Any] | None):
         logger.info("Dask: connected to %s (%d workers)", address, len(client.nthreads()))
         return client
     n_workers = cfg.n_workers or os.cpu_count() or 1
-    cluster = LocalCluster(
-        n_workers=n_workers,
-        threads_per_worker=cfg.threads_per_worker,
-        memory_limit=cfg.memory_limit,
-        processes=True,
-        dashboard_address=":0" if cfg.dashboard else None,
-        # the stages' imports (dask.dataframe, pandera: ~1 s) while the worker starts, not when
-        # its first task arrives
-        preload=["bert_pipeline.data.stages"],
-        # one core per worker thread: the Rust tokenizer's own thread pool would oversubscribe
-        env={"TOKENIZERS_PARALLELISM": "false", "DASK_LOGGING__DISTRIBUTED": "warning"},
-    )
+    before = dict(os.environ)
+    try:
+        cluster = LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=cfg.threads_per_worker,
+            memory_limit=cfg.memory_limit,
+            processes=True,
+            dashboard_address=":0" if cfg.dashboard else None,
+            # the stages' imports (dask.dataframe, pandera: ~1 s) while the worker starts, not
+            # when its first task arrives
+            preload=["bert_pipeline.data.stages"],
+            # one core per worker thread: the Rust tokenizer's own thread pool would oversubscribe
+            env={"TOKENIZERS_PARALLELISM": "false", "DASK_LOGGING__DISTRIBUTED": "warning"},
+        )
+    finally:
+        keys = set(os.environ) | set(before)
+        written = {k: before.get(k) for k in keys if os.environ.get(k) != before.get(k)}
+        logger.debug("put back after the workers started: %s", sorted(written))
+        _OWN_ENVIRON.update(written)
+        _restore(written)
     client = Client(cluster, set_as_default=True)
     link = f", dashboard {client.dashboard_link}" if cfg.dashboard else ""
     logger.info("Dask: LocalCluster with %d worker(s)%s", n_workers, link)
@@ -225,6 +241,19 @@ def _stage_progress(futures: Sequence[Any]) -> None:
 def close_client(client) -> None:
     """Closes the client; an embedded LocalCluster is shut down, a remote one keeps running."""
     cluster = getattr(client, "cluster", None)
-    client.close()
-    if cluster is not None:
-        cluster.close()
+    try:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    finally:
+        _restore(_OWN_ENVIRON)  # a nanny that restarted a dead worker wrote its values again
+        _OWN_ENVIRON.clear()
+
+
+def _restore(values: Mapping[str, str | None]) -> None:
+    """Sets these variables of os.environ (None: unset)."""
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

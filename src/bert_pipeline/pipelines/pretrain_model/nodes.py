@@ -60,6 +60,7 @@ def pretrain_bert(
     the dynamic-masking draw are the examples' own settings (their manifest).
     """
     import pyarrow as pa
+    import torch
 
     from bert_pipeline.model.checkpoint import model_to_checkpoint
     from bert_pipeline.training.hardware import choose
@@ -69,7 +70,9 @@ def pretrain_bert(
     examples.check_tokenizer(tokenizer)
     cfg = TrainingConfig.for_examples(params, examples)
     choice = choose(cfg.precision, cfg.compile, cfg.accelerator)
-    log_params({f"pretrain_model.{name}": value for name, value in choice.params().items()})
+    # this process's intra-op threads: every core, unless the user's OMP_NUM_THREADS says fewer
+    used = {**choice.params(), "torch_threads": torch.get_num_threads()}
+    log_params({f"pretrain_model.{name}": value for name, value in used.items()})
     run_id, tracking_uri = active_run()
     folder = examples.paths()[0].parent
     log_table_input(

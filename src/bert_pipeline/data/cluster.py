@@ -28,7 +28,7 @@ SCHEDULER_ENV = "DASK_SCHEDULER_ADDRESS"
 # Dask's nannies write their pre-spawn environment (OMP_NUM_THREADS=1, MKL_NUM_THREADS=1, ...,
 # meant for the workers) into this process's os.environ before each worker starts. torch, which
 # the training node imports after the data stages in the same `kedro run`, reads OMP_NUM_THREADS
-# once and would train on one core: an hour of the budget recipe made 30% fewer steps. The
+# once and would train on one core: an hour of the budget recipe made about 28% fewer steps. The
 # workers keep those values; this process gets back what it held, kept here between
 # open_client and close_client.
 _OWN_ENVIRON: dict[str, str | None] = {}

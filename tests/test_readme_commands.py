@@ -84,6 +84,7 @@ def pretrained(tmp_path_factory, project_root):
     """`kedro run --pipeline pretrain` on tiny settings; returns (root, env, params)."""
     root = tmp_path_factory.mktemp("readme")
     env = _env(root, first_run=True)
+    env.pop("OMP_NUM_THREADS", None)  # torch's own choice, as a user runs it (the threads test)
     params = {"data_dir": root / "data", **TINY_PRETRAIN}
     output = _kedro(["run", "--pipeline", "pretrain"], project_root, env, params)
     (root / "console.txt").write_text(output)

@@ -9,6 +9,7 @@ it; the stages themselves only build Dask collections.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 import os
@@ -180,7 +181,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
     killed its worker (out of memory, segfault) or raised becomes one error naming the stage
     and the partition (`names[i]` for task i).
     """
-    from distributed import KilledWorker, get_client, wait
+    from distributed import KilledWorker, get_client
 
     try:
         client = get_client()
@@ -189,8 +190,7 @@ def compute(stage: str, tasks: Sequence[Any], names: Sequence[str] | None = None
     futures = client.compute([_fused(t) for t in tasks])
     logger.info("%s: %d partition(s) on %d worker(s)", stage, len(futures), len(client.nthreads()))
     try:
-        _stage_progress(futures)
-        wait(futures)
+        _wait_with_progress(client, futures)
         failed = [i for i, f in enumerate(futures) if f.status == "error"]
         if not failed:
             return client.gather(futures)
@@ -216,26 +216,37 @@ def _fused(task: Any) -> Any:
     return task.optimize() if isinstance(task, dd.DataFrame | dd.Series | dd.Scalar) else task
 
 
-# How often the progress bar asks the scheduler how far a stage is: with distributed's default
-# (100 ms) a stage ended ~50 ms (up to 100 ms) after its last task: ~0.2 s of a 6 s run
-PROGRESS_POLL_S = 0.02
-PROGRESS_DRAW_S = 0.1  # the console line is redrawn at most this often
+def _wait_with_progress(client, futures: Sequence[Any]) -> None:
+    """Waits on the client for `futures` to finish or fail, with distributed's console progress
+    bar drawn beside the wait on the client's event loop.
 
-
-def _stage_progress(futures: Sequence[Any]) -> None:
-    """distributed's console progress bar over `futures`, returning when they are done."""
+    The bar hears how far the stage is from the scheduler; once, under heavy load, a run sat
+    for ever inside it with both workers idle. So the stage ends when its futures say so, and
+    the bar only decorates."""
+    from distributed import wait
     from distributed.diagnostics.progressbar import TextProgressBar
 
-    class StageBar(TextProgressBar):
-        drawn = 0.0
+    bar = TextProgressBar(futures, start=False)
 
-        def _draw_bar(self, remaining, all, **kwargs):
-            if remaining and self.elapsed - self.drawn < PROGRESS_DRAW_S:
-                return
-            self.drawn = self.elapsed
-            super()._draw_bar(remaining, all, **kwargs)
+    async def start() -> asyncio.Task:
+        return asyncio.ensure_future(bar.listen())
 
-    StageBar(futures, interval=PROGRESS_POLL_S)
+    async def stop(listening: asyncio.Task) -> None:
+        if listening.done():
+            return
+        listening.cancel()
+        try:
+            await listening
+        except (asyncio.CancelledError, Exception) as exc:
+            logger.debug("progress bar stopped: %r", exc)
+        if hasattr(bar, "_last_response"):
+            bar._draw_stop()  # the line it drew, cleared as at its own end
+
+    listening = client.sync(start)
+    try:
+        wait(futures)
+    finally:
+        client.sync(stop, listening)
 
 
 def close_client(client) -> None:

@@ -96,7 +96,7 @@ def test_console_carries_no_third_party_noise(pretrained):
     """Kedro's progress and the project's own lines; no advertisements, warnings or doubles."""
     output = (pretrained[0] / "console.txt").read_text()
     assert "Pipeline execution completed" in output
-    for noise in ("Tip:", "litlogger", "Warning:", "Downloading artifacts", "INFO: "):
+    for noise in ("Tip:", "litlogger", "Warning:", "Downloading artifacts", "INFO: ", "Traceback"):
         assert noise not in output, noise
     assert output.count("Seed set to 42") == 1
 

@@ -11,9 +11,9 @@ import pytest
 from tests.mlflow_store import new_store
 
 # Under xdist each worker gets its share of the cores for torch, here and in the commands the
-# tests start: two workers with every core each oversubscribe them, and the suite ran 45% longer
-# in wall time (12 min 23 s against 8 min 32 s on 2 cores) once Dask stopped leaking its workers'
-# OMP_NUM_THREADS=1 into the test processes. A test that needs torch's own choice unsets it.
+# tests start, as Dask's workers used to leak OMP_NUM_THREADS=1 into them: with every core in
+# each of two workers, a fresh clone's suite took 12 min 23 s on the 2-core AMX Xeon, with one
+# 9 min 43 s and 10 min 11 s (idle). A test that needs torch's own choice unsets it.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))

@@ -231,8 +231,10 @@ def _wait_with_progress(stage: str, client, futures: Sequence[Any]) -> None:
     The bar runs on the client's event loop beside the wait, and the stage keeps its futures
     until the bar has heard the end from the scheduler, whose progress plugin would otherwise
     wait for ever for keys already released. Once, under heavy load, a run sat inside the bar
-    with both workers idle: a bar still deaf `PROGRESS_GRACE_S` after the futures are done is
-    dropped, and the stage goes on."""
+    with both workers idle (cause unknown): a bar still deaf `PROGRESS_GRACE_S` after the
+    futures are done is dropped, and the stage goes on. If the scheduler had not set the bar's
+    plugin up by then, that plugin waits until the cluster closes, which logs its cancellation:
+    a traceback at the end of the data stages instead of a run that never ends."""
     from distributed import wait
     from distributed.diagnostics.progressbar import TextProgressBar
 
@@ -253,7 +255,7 @@ def _wait_with_progress(stage: str, client, futures: Sequence[Any]) -> None:
     async def finish(listening: asyncio.Task, grace: float) -> None:
         try:
             await asyncio.wait_for(listening, grace)  # cancels it on timeout
-        except (TimeoutError, asyncio.CancelledError, Exception) as exc:
+        except Exception as exc:  # TimeoutError, or the bar's own error
             if grace:
                 logger.warning("%s: done, its progress bar dropped (%r)", stage, exc)
             if getattr(bar, "comm", None) is not None:
@@ -265,8 +267,11 @@ def _wait_with_progress(stage: str, client, futures: Sequence[Any]) -> None:
     try:
         wait(futures)
     finally:
-        done = all(f.done() for f in futures)  # else interrupted: no grace
-        client.sync(finish, listening, PROGRESS_GRACE_S if done else 0.0)
+        grace = PROGRESS_GRACE_S if all(f.done() for f in futures) else 0.0  # 0: interrupted
+        try:
+            client.sync(finish, listening, grace, callback_timeout=grace + 5)
+        except Exception as exc:  # a closed client: the stage's own outcome still counts
+            logger.debug("%s: progress bar not finished: %r", stage, exc)
 
 
 def close_client(client) -> None:

@@ -13,7 +13,7 @@ from tests.mlflow_store import new_store
 # Under xdist each worker gets its share of the cores for torch, here and in the commands the
 # tests start, as Dask's workers used to leak OMP_NUM_THREADS=1 into them: with every core in
 # each of two workers, a fresh clone's suite took 12 min 23 s on the 2-core AMX Xeon, with one
-# 9 min 43 s and 10 min 11 s (idle). A test that needs torch's own choice unsets it.
+# thread each 9 min 43 s and 10 min 11 s (idle). A test that needs torch's own choice unsets it.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     _share = (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))

@@ -322,8 +322,9 @@ def test_a_stage_returns_right_after_its_last_task_and_draws_its_bar_sparingly(c
 
 
 def test_a_bar_that_never_hears_back_does_not_hold_the_stage(monkeypatch, caplog):
-    """Once, under heavy load, a finished stage waited for ever on distributed's bar, which had
-    not heard from the scheduler that its tasks were done."""
+    """Once, under heavy load, a run sat for ever inside distributed's bar with both workers
+    idle: a bar that has not heard the end PROGRESS_GRACE_S after the futures are done is
+    dropped, with a warning."""
     from distributed.diagnostics.progressbar import TextProgressBar
 
     from bert_pipeline.data import cluster

@@ -79,6 +79,22 @@ def command_line(script: str) -> str:
     return shlex.join(["python", script, *argv])
 
 
+def report_head(title: str, script: str, threads: int, load: tuple[float, float]) -> list[str]:
+    """A timing report's title, when and with which command it ran, and the machine's CPU and
+    load (1-min average before and after the run)."""
+    from datetime import UTC, datetime
+
+    return [
+        f"# {title} ({script})",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with `{command_line(script)}`.",
+        "",
+        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch threads {threads}; "
+        f"1-min load average {load[0]:.1f} before, {load[1]:.1f} after "
+        f"({threads} = this script alone)",
+    ]
+
+
 def read_jsonl(path: Path) -> list[dict]:
     """The records of a results file, one JSON object per line."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

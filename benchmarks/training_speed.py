@@ -25,18 +25,10 @@ import platform
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from common import (
-    add_batch_arguments,
-    command_line,
-    cpu_name,
-    make_batch,
-    ours_step,
-    write_report,
-)
+from common import add_batch_arguments, make_batch, ours_step, report_head, write_report
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.bert import BertSelfAttention
@@ -134,15 +126,10 @@ def main() -> None:
     load_after = os.getloadavg()[0]
 
     base = statistics.median(times["fp32"])
-    command = command_line("benchmarks/training_speed.py")
+    title = "Pretraining step time by training setting"
+    load = (load_before, load_after)
     lines = [
-        "# Pretraining step time by training setting (benchmarks/training_speed.py)",
-        "",
-        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC with `{command}`.",
-        "",
-        f"- CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch threads {args.threads}; "
-        f"1-min load average {load_before:.1f} before, {load_after:.1f} after "
-        f"({args.threads} = this script alone)",
+        *report_head(title, "benchmarks/training_speed.py", args.threads, load),
         f"- torch {torch.__version__}, Python {platform.python_version()}; freed memory "
         + ("kept by the process (`keep_freed_memory`)" if kept else "returned (glibc's defaults)"),
         f"- preset {args.preset}, batch {args.batch_size} x seq {args.seq_length}, vocab "

@@ -496,3 +496,24 @@ def test_ablation_pack_keeps_the_leading_whole_shards_under_max_examples(
     columns = [*LIST_COLUMNS, "next_sentence_label", "a_doc_id"]
     first_two = shards.table().slice(0, rows[0] + rows[1]).select(columns)
     assert unpacked.table().select(columns).to_pydict() == first_two.to_pydict()
+
+
+def test_length_buckets(project_root, tmp_path):
+    from bert_pipeline.data.tokenizer import save_tokenizer, train_tokenizer
+    from tests.training.conftest import _documents, make_examples, write_shards
+
+    tokenizer = train_tokenizer(
+        (s for d in _documents(20, 6, seed=0) for s in d), vocab_size=120, min_frequency=1
+    )
+    save_tokenizer(tokenizer, tmp_path / "06_models" / "tokenizer")
+    examples = make_examples(tokenizer, n_docs=500)  # 2,000 held out, as conf/budget
+    write_shards(examples, tokenizer, tmp_path / "05_model_input" / "pretraining_examples")
+    out = tmp_path / "length_buckets.md"
+    run_tool(
+        project_root, "length_buckets.py", "--data-dir", str(tmp_path), "--buckets", "24", "40",
+        "--steps", "4", "--precision", "32", "--compile", "false", "--batch-size", "4",
+        "--threads", "1", "--output", str(out),
+    )  # fmt: skip
+    text = out.read_text()
+    assert "| mixed lengths | 4 |" in text and "| bucket 24 (" in text and "| bucket 40 (" in text
+    assert "precision 32, compile False" in text and "the steps per hour of mixed lengths" in text

@@ -14,6 +14,7 @@ import torch
 import yaml
 from lightning.pytorch import Callback
 
+from bert_pipeline.data.masking import num_to_predict
 from bert_pipeline.data.tokenizer import (
     CLS,
     MASK,
@@ -235,6 +236,57 @@ def test_sampler_shards_ranks_and_resumes_mid_epoch():
     assert list(resumed) == epoch1[3:]  # same indices and same masking seeds
 
 
+def test_length_buckets_batch_like_lengths_and_resume_mid_epoch():
+    lengths = np.random.default_rng(0).integers(8, 129, 300)
+    idx = np.arange(300)
+
+    def sampler(**kw):
+        given = {"shuffle": True, "drop_last": True, "lengths": lengths, "buckets": [64, 96, 128]}
+        return ResumableBatchSampler(idx, 16, 7, **{**given, **kw})
+
+    plain, bucketed = ResumableBatchSampler(idx, 16, 7, True, True), sampler()
+    batches = list(bucketed)
+    assert len(batches) == len(bucketed) == len(plain) == 300 // 16
+    used = np.concatenate([b.indices for b in batches])
+    assert len(set(used.tolist())) == len(used)  # every example at most once an epoch
+    bounds = {0: 64, 64: 96, 96: 128}
+    for b in batches:
+        assert lengths[b.indices].max() <= b.width  # never cut
+    pure = [b for b in batches if lengths[b.indices].min() > {64: 0, 96: 64, 128: 96}[b.width]]
+    assert len(pure) >= len(batches) - 3  # at most one mixed batch of remainders per bucket
+    assert {b.width for b in pure} == set(bounds.values())
+    assert [b.width for b in batches] != sorted(b.width for b in batches)  # buckets interleaved
+
+    bucketed.consumed = len(bucketed)
+    epoch1 = list(bucketed)
+    resumed = sampler()
+    resumed.load_state_dict({"epoch": 1, "consumed": 5, "world_size": 1})
+    assert list(resumed) == epoch1[5:]
+
+    ranks = [sampler(rank=r, world_size=2) for r in range(2)]
+    assert len(ranks[0]) == len(ranks[1])  # ranks step together
+    shards = [{i for b in r for i in b.indices} for r in ranks]
+    assert not shards[0] & shards[1]
+
+
+def test_length_buckets_pad_each_batch_to_its_bound(tiny_tokenizer, tiny_examples):
+    longest = int(tiny_examples["input_ids"].map(len).max())
+    with pytest.raises(ValueError, match=f"length_buckets: the examples reach {longest} tokens"):
+        datamodule(tiny_tokenizer, tiny_examples, length_buckets=[longest - 1])
+    buckets = [16, 24, longest]
+    dm = datamodule(tiny_tokenizer, tiny_examples, length_buckets=buckets)
+    shapes = set()
+    for batch in dm.train_dataloader():
+        width = batch["input_ids"].shape[1]
+        assert width in buckets
+        assert batch["attention_mask"].sum(1).max() <= width
+        predictions = num_to_predict([width], dm.collate.collator_kwargs["masked_lm_prob"], 20)
+        assert batch["masked_lm_positions"].shape[1] == predictions[0]
+        shapes.add(tuple(batch["masked_lm_positions"].shape) + (width,))
+    assert len(shapes) > 1  # several buckets, each one fixed shape
+    assert len(shapes) <= len(buckets)
+
+
 def test_dynamic_masks_change_every_epoch_but_validation_masks_do_not(
     tiny_tokenizer, tiny_examples
 ):
@@ -280,13 +332,17 @@ class _Interrupt(Callback):
             raise RuntimeError("simulated interruption")
 
 
-def test_resume_after_interrupt_matches_uninterrupted_run(tmp_path, tiny_tokenizer, tiny_shards):
+@pytest.mark.parametrize("length_buckets", [None, [24, 64]])
+def test_resume_after_interrupt_matches_uninterrupted_run(
+    tmp_path, tiny_tokenizer, tiny_shards, length_buckets
+):
     """On the memory-mapped example shards, as the pipeline trains."""
     tiny_examples = tiny_shards.table()
     assert tiny_examples.column("input_ids").num_chunks == 2
-    straight = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path / "a"))
+    config = {"length_buckets": length_buckets}
+    straight = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path / "a", **config))
 
-    cfg = tiny_config(tmp_path / "b")
+    cfg = tiny_config(tmp_path / "b", **config)
     with pytest.raises(RuntimeError, match="simulated interruption"):
         run_training(tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[_Interrupt(at_step=4)])
     saved = torch.load(tmp_path / "b" / "ckpt" / "last.ckpt", weights_only=False)

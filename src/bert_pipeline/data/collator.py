@@ -46,6 +46,7 @@ class PretrainingCollator:
         pad_to_multiple_of: int | None = 8,
         seed: int = 0,
         next_token: bool = False,
+        pad_to_length: int | None = None,
     ) -> None:
         if dynamic_masking and next_token:
             raise ValueError("next_token reads the unmasked text: no dynamic_masking with it")
@@ -67,6 +68,7 @@ class PretrainingCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
         self.seed = int(seed)
         self.next_token = bool(next_token)
+        self.pad_to_length = pad_to_length
         self._generator: torch.Generator | None = None
         self._worker_id: int | None = None
 
@@ -92,6 +94,13 @@ class PretrainingCollator:
         if self.pad_to_multiple_of:
             m = int(self.pad_to_multiple_of)
             width = -(-width // m) * m
+        if self.pad_to_length:
+            if lengths.max() > self.pad_to_length:
+                raise ValueError(
+                    f"a row of {int(lengths.max())} tokens does not fit pad_to_length="
+                    f"{self.pad_to_length}"
+                )
+            width = int(self.pad_to_length)
         batch = len(examples)
         input_ids = np.full((batch, width), self.pad_token_id, dtype=np.int64)
         token_type_ids = np.zeros((batch, width), dtype=np.int64)
@@ -112,16 +121,25 @@ class PretrainingCollator:
         elif self.dynamic_masking:
             positions, labels = self._mask_dynamic(out["input_ids"], out["attention_mask"])
         else:
-            positions, labels = self._static_masks(examples)
+            positions, labels = self._static_masks(examples, self._min_predictions())
         out["masked_lm_positions"] = positions
         out["masked_lm_labels"] = labels
         return out
 
+    def _min_predictions(self) -> int:
+        """The prediction width a full row of `pad_to_length` tokens needs (1 without it)."""
+        if not self.pad_to_length:
+            return 1
+        n = num_to_predict([self.pad_to_length], self.masked_lm_prob, self.max_predictions_per_seq)
+        return int(n[0])
+
     @staticmethod
-    def _static_masks(examples: Sequence[Mapping[str, Any]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _static_masks(
+        examples: Sequence[Mapping[str, Any]], min_width: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         pos = [np.asarray(e["masked_lm_positions"], dtype=np.int64) for e in examples]
         lab = [np.asarray(e["masked_lm_ids"], dtype=np.int64) for e in examples]
-        width = max(1, max(len(p) for p in pos))
+        width = max(min_width, max(len(p) for p in pos))
         positions = np.zeros((len(examples), width), dtype=np.int64)
         labels = np.full((len(examples), width), IGNORE_INDEX, dtype=np.int64)
         for row, (p, y) in enumerate(zip(pos, lab, strict=True)):
@@ -167,7 +185,7 @@ class PretrainingCollator:
         rank = scores.argsort(dim=1).argsort(dim=1)
         selected = rank < n_predict[:, None]
 
-        width = max(1, int(n_predict.max()))
+        width = max(self._min_predictions(), int(n_predict.max()))
         positions = torch.zeros((input_ids.shape[0], width), dtype=torch.long)
         labels = torch.full((input_ids.shape[0], width), IGNORE_INDEX, dtype=torch.long)
         rows, cols = selected.nonzero(as_tuple=True)  # row-major, so columns come out sorted

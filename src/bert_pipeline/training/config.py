@@ -153,6 +153,10 @@ class TrainingConfig(DeviceParams):
     # The training loss is mlm + nsp_loss_weight * nsp (the paper: 1)
     nsp_loss_weight: float = 1.0
     pad_to_multiple_of: int = 8
+    # Ascending token bounds: each training batch takes examples of one band of lengths, padded
+    # to its bound (one compiled graph per bound). The last bound must hold the longest example.
+    # None: batches of any lengths, padded to their longest row.
+    length_buckets: list[int] | None = None
     val_split: float = 0.05
     num_workers: int = 0
     # loop / logging
@@ -275,6 +279,19 @@ class TrainingConfig(DeviceParams):
             self.val_split,
         )
         require(self.num_workers >= 0, root, "num_workers", "must be >= 0", self.num_workers)
+        buckets = self.length_buckets
+        require(
+            buckets is None
+            or (
+                len(buckets) > 0
+                and all(isinstance(b, int) and b > 0 for b in buckets)
+                and list(buckets) == sorted(set(buckets))
+            ),
+            root,
+            "length_buckets",
+            "must be null or a list of ascending token counts > 0",
+            buckets,
+        )
 
 
 @dataclass

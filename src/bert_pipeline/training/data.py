@@ -5,6 +5,10 @@ Why not a plain DataLoader: an interrupted run must continue at the exact batch 
 derives the order of every epoch and the masking seed of every batch from (seed, epoch, batch,
 rank) alone, and the loader exposes `state_dict`/`load_state_dict`, which Lightning (>= 2.2)
 stores in its checkpoints for stateful dataloaders.
+
+Length buckets (`length_buckets`, NVIDIA LDDL's "binning"): each batch draws its rows from one
+band of lengths and is padded to the band's bound, so short examples stop paying for 128
+tokens of padding.
 """
 
 from __future__ import annotations
@@ -134,6 +138,7 @@ class BatchRequest(NamedTuple):
 
     seed: int
     indices: list[int]
+    width: int = 0  # pad to this many tokens (the bucket's bound); 0: the longest row, rounded
 
 
 class PretrainingDataset(Dataset):
@@ -148,21 +153,25 @@ class PretrainingDataset(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         return self.table.row(int(i))
 
-    def __getitems__(self, request: BatchRequest) -> tuple[int, list[dict[str, Any]]]:
+    def __getitems__(self, request: BatchRequest) -> tuple[BatchRequest, list[dict[str, Any]]]:
         if self.table.release_pages is not None:  # the previous batch's pages of the map
             self.table.release_pages()
-        return request.seed, [self.table.row(int(i)) for i in request.indices]
+        return request, [self.table.row(int(i)) for i in request.indices]
 
 
 class SeededCollate:
-    """Runs `PretrainingCollator` with the batch's own seed: masks do not depend on call order."""
+    """Runs `PretrainingCollator` with the batch's own seed (masks do not depend on call order)
+    and width."""
 
     def __init__(self, **collator_kwargs: Any) -> None:
         self.collator_kwargs = collator_kwargs
 
-    def __call__(self, item: tuple[int, list[dict[str, Any]]]) -> dict[str, torch.Tensor]:
-        seed, rows = item
-        return PretrainingCollator(**self.collator_kwargs, seed=seed)(rows)
+    def __call__(self, item: tuple[BatchRequest, list[dict[str, Any]]]) -> dict[str, torch.Tensor]:
+        request, rows = item
+        collate = PretrainingCollator(
+            **self.collator_kwargs, seed=request.seed, pad_to_length=request.width or None
+        )
+        return collate(rows)
 
 
 class ResumableBatchSampler:
@@ -170,6 +179,10 @@ class ResumableBatchSampler:
 
     Every rank walks the same permutation (seeded by seed + epoch), padded by wrap-around to a
     multiple of world_size like `DistributedSampler`, and takes every world_size-th example.
+    With `buckets` (ascending bounds, the last one holding every example; `lengths` per example
+    index) a rank batches its share per bucket, in permutation order, then the remainders of all
+    buckets together at the last bound, and shuffles the batches: as many batches as without,
+    each example at most once.
     `consumed` counts batches the training loop actually used (not the ones prefetched), which is
     what a resumed run must skip.
     """
@@ -184,8 +197,12 @@ class ResumableBatchSampler:
         rank: int = 0,
         world_size: int = 1,
         stream: int = 0,
+        lengths: np.ndarray | None = None,
+        buckets: Sequence[int] | None = None,
     ) -> None:
         self.indices = np.asarray(indices, dtype=np.int64)
+        self.buckets = np.asarray(buckets or [], dtype=np.int64)
+        self.lengths = lengths
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.shuffle = shuffle
@@ -220,16 +237,37 @@ class ResumableBatchSampler:
             order = np.concatenate([order, order[: total - len(order)]])
         return order[self.rank : total : self.world_size]
 
+    def epoch_batches(self, epoch: int) -> list[tuple[np.ndarray, int]]:
+        """(example indices, width) of every batch of this rank's epoch, in training order."""
+        order, size = self._epoch_order(epoch), self.batch_size
+        if not len(self.buckets):
+            return [(order[b * size : (b + 1) * size], 0) for b in range(len(self))]
+        bucket = np.searchsorted(self.buckets, self.lengths[order])  # the first bound >= length
+        batches, rest = [], []
+        for k, bound in enumerate(self.buckets.tolist()):
+            members = order[bucket == k]
+            full = len(members) // size * size
+            batches += [(members[i : i + size], bound) for i in range(0, full, size)]
+            rest.append(members[full:])
+        rest = np.concatenate(rest)
+        last = int(self.buckets[-1])
+        batches += [(rest[i : i + size], last) for i in range(0, len(rest), size)]
+        batches = batches[: len(self)]  # drop_last: the short remainder batch goes
+        if self.shuffle:
+            rng = np.random.default_rng([self.seed, epoch, self.rank])
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
     def __iter__(self) -> Iterator[BatchRequest]:
         if self.consumed >= len(self):  # the previous epoch was used up: start the next one
             self.epoch += 1
             self.consumed = 0
         epoch, start = self.epoch, self.consumed
-        order = self._epoch_order(epoch)
+        batches = self.epoch_batches(epoch)
         for b in range(start, len(self)):
-            chunk = order[b * self.batch_size : (b + 1) * self.batch_size]
+            chunk, width = batches[b]
             seed = _batch_seed(self.seed, self.stream, epoch, b, self.rank)
-            yield BatchRequest(seed, chunk.tolist())
+            yield BatchRequest(seed, chunk.tolist(), width)
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "consumed": self.consumed, "world_size": self.world_size}
@@ -294,9 +332,18 @@ class PretrainingDataModule(pl.LightningDataModule):
         pad_to_multiple_of: int | None = 8,
         num_workers: int = 0,
         next_token: bool = False,
+        length_buckets: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
+        self.length_buckets = list(length_buckets or [])
+        self.lengths = self.table.lengths() if self.length_buckets else None
+        if self.length_buckets and self.lengths.max() > self.length_buckets[-1]:
+            raise ValueError(
+                f"parameter pretrain_model.length_buckets: the examples reach "
+                f"{int(self.lengths.max())} tokens, above its last bound {self.length_buckets[-1]}"
+                "; end it at the examples' max_seq_length"
+            )
         self.batch_size = batch_size
         self.seed = seed
         self.num_workers = num_workers
@@ -347,6 +394,8 @@ class PretrainingDataModule(pl.LightningDataModule):
                 drop_last=True,
                 rank=rank,
                 world_size=world,
+                lengths=self.lengths,
+                buckets=self.length_buckets,
             )
             self._train_loader = self._loader(sampler)
         return self._train_loader

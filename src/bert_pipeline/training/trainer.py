@@ -232,6 +232,7 @@ def build_datamodule(
         pad_to_multiple_of=cfg.pad_to_multiple_of,
         num_workers=cfg.num_workers,
         next_token=cfg.objective == "ltr",
+        length_buckets=cfg.length_buckets,
     )
 
 
@@ -265,7 +266,8 @@ def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretraini
     if cfg.model.init_from:
         init_weights(module.model, cfg.model.init_from)
     if cfg.compile:  # in place: parameter names, checkpoints and the export are unchanged
-        module.model.compile()
+        # Length buckets fix the shapes: one static graph per bucket, not a dynamic one.
+        module.model.compile(dynamic=False if cfg.length_buckets else None)
     return module
 
 

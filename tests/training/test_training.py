@@ -273,8 +273,9 @@ def test_length_buckets_pad_each_batch_to_its_bound(tiny_tokenizer, tiny_example
     longest = int(tiny_examples["input_ids"].map(len).max())
     with pytest.raises(ValueError, match=f"length_buckets: the examples reach {longest} tokens"):
         datamodule(tiny_tokenizer, tiny_examples, length_buckets=[longest - 1])
-    buckets = [16, 24, longest]
-    dm = datamodule(tiny_tokenizer, tiny_examples, length_buckets=buckets)
+    dm = datamodule(tiny_tokenizer, tiny_examples, length_buckets=[16, 24, 128, 256])
+    buckets = [16, 24, longest]  # the bounds above the longest example cut to it
+    assert dm.length_buckets == buckets
     shapes = set()
     for batch in dm.train_dataloader():
         width = batch["input_ids"].shape[1]

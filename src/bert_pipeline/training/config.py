@@ -154,8 +154,8 @@ class TrainingConfig(DeviceParams):
     nsp_loss_weight: float = 1.0
     pad_to_multiple_of: int = 8
     # Ascending token bounds: each training batch takes examples of one band of lengths, padded
-    # to its bound (one compiled graph per bound). The last bound must hold the longest example.
-    # None: batches of any lengths, padded to their longest row.
+    # to its bound (one compiled graph per bound). The last bound must hold the longest example;
+    # bounds above it are cut to it. None: batches of any lengths, padded to their longest row.
     length_buckets: list[int] | None = None
     val_split: float = 0.05
     num_workers: int = 0

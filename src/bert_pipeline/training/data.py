@@ -336,14 +336,8 @@ class PretrainingDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
-        self.length_buckets = list(length_buckets or [])
-        self.lengths = self.table.lengths() if self.length_buckets else None
-        if self.length_buckets and self.lengths.max() > self.length_buckets[-1]:
-            raise ValueError(
-                f"parameter pretrain_model.length_buckets: the examples reach "
-                f"{int(self.lengths.max())} tokens, above its last bound {self.length_buckets[-1]}"
-                "; end it at the examples' max_seq_length"
-            )
+        self.lengths = self.table.lengths() if length_buckets else None
+        self.length_buckets = self._buckets(list(length_buckets or []))
         self.batch_size = batch_size
         self.seed = seed
         self.num_workers = num_workers
@@ -363,6 +357,19 @@ class PretrainingDataModule(pl.LightningDataModule):
         self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
         self.dataset = PretrainingDataset(self.table)
         self._train_loader: ResumableDataLoader | None = None
+
+    def _buckets(self, bounds: list[int]) -> list[int]:
+        """`bounds` with those above the longest example cut to it (examples of 64 tokens under
+        bounds meant for 128 make one bucket); none may end below it."""
+        if not bounds:
+            return []
+        longest = int(self.lengths.max())
+        if longest > bounds[-1]:
+            raise ValueError(
+                f"parameter pretrain_model.length_buckets: the examples reach {longest} tokens, "
+                f"above its last bound {bounds[-1]}; end it at the examples' max_seq_length"
+            )
+        return sorted({min(bound, longest) for bound in bounds})
 
     def _rank_world(self) -> tuple[int, int]:
         trainer = self.trainer

@@ -92,7 +92,10 @@ def main() -> None:
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
         loader = build_datamodule(table, tokenizer, cfg).train_dataloader()
         arms[name] = (model, opt, iter(loader), loader.batch_sampler)
-    shares = Counter(width for _, width in arms["length buckets"][3].epoch_batches(0))
+    sampler = arms["length buckets"][3]
+    shares = Counter(width for _, width in sampler.epoch_batches(0))  # widths: the cut bounds
+    if len(sampler) < args.steps + 20 * len(shares):
+        sys.exit(f"{len(sampler)} batches per epoch: too few for --steps {args.steps}")
 
     load_before = os.getloadavg()[0]
     for _ in range(3):  # compile the mixed-length arm's graph untimed
@@ -125,9 +128,12 @@ def main() -> None:
         return sum(t for _, t, _ in rows) / sum(s for _, _, s in rows)
 
     plain_ms = median_ms(times["mixed lengths"])
-    by_width = {w: [r for r in times["length buckets"] if r[0] == w] for w in args.buckets}
+    by_width = {w: [r for r in times["length buckets"] if r[0] == w] for w in sorted(shares)}
+    untimed = [w for w, rows in by_width.items() if not rows]
+    if untimed:
+        sys.exit(f"no timed batch of bucket(s) {untimed}: raise --steps")
     total = sum(shares.values())
-    bucket_ms = sum(shares[w] / total * median_ms(rows) for w, rows in by_width.items() if rows)
+    bucket_ms = sum(shares[w] / total * median_ms(rows) for w, rows in by_width.items())
     title = "Length buckets against mixed-length batches"
     load = (load_before, load_after)
     lines = [
@@ -150,8 +156,7 @@ def main() -> None:
         share = shares[width] / total
         lines.append(
             f"| bucket {width} ({share:.0%} of an epoch's batches) | {len(rows)} | "
-            f"{median_ms(rows) if rows else float('nan'):.0f} | "
-            f"{tokens_per_s(rows) if rows else float('nan'):,.0f} |"
+            f"{median_ms(rows):.0f} | {tokens_per_s(rows):,.0f} |"
         )
     lines += [
         "",

@@ -236,7 +236,7 @@ def test_sampler_shards_ranks_and_resumes_mid_epoch():
     assert list(resumed) == epoch1[3:]  # same indices and same masking seeds
 
 
-def test_length_buckets_batch_like_lengths_and_resume_mid_epoch():
+def test_length_buckets_batch_like_lengths_and_resume_mid_epoch(caplog):
     lengths = np.random.default_rng(0).integers(8, 129, 300)
     idx = np.arange(300)
 
@@ -263,10 +263,17 @@ def test_length_buckets_batch_like_lengths_and_resume_mid_epoch():
     resumed.load_state_dict({"epoch": 1, "consumed": 5, "world_size": 1})
     assert list(resumed) == epoch1[5:]
 
-    ranks = [sampler(rank=r, world_size=2) for r in range(2)]
-    assert len(ranks[0]) == len(ranks[1])  # ranks step together
+    ranks = [list(sampler(rank=r, world_size=2)) for r in range(2)]
+    assert len(ranks[0]) == len(ranks[1]) == 300 // 32  # ranks step together
+    assert [b.width for b in ranks[0]] == [b.width for b in ranks[1]]  # one width per step
     shards = [{i for b in r for i in b.indices} for r in ranks]
     assert not shards[0] & shards[1]
+
+    other = sampler()
+    with caplog.at_level("WARNING"):
+        other.load_state_dict({**sampler(buckets=None).state_dict(), "consumed": 5})
+    assert other.consumed == 5  # a changed bucketing resumes the position, with a warning
+    assert "length_buckets [64, 96, 128] from a checkpoint written with None" in caplog.text
 
 
 def test_length_buckets_pad_each_batch_to_its_bound(tiny_tokenizer, tiny_examples):

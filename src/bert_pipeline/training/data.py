@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 LIST_COLUMNS = ("input_ids", "token_type_ids", "masked_lm_positions", "masked_lm_ids")
 REQUIRED_COLUMNS = (*LIST_COLUMNS, "next_sentence_label")
 _VALIDATION_STREAM = 2**31 - 1  # seed-sequence key that keeps validation masks apart from training
+_BATCH_ORDER_STREAM = 1  # seed-sequence key of the order of length-bucket batches
 
 
 def _batch_seed(*keys: int) -> int:
@@ -180,9 +181,10 @@ class ResumableBatchSampler:
     Every rank walks the same permutation (seeded by seed + epoch), padded by wrap-around to a
     multiple of world_size like `DistributedSampler`, and takes every world_size-th example.
     With `buckets` (ascending bounds, the last one holding every example; `lengths` per example
-    index) a rank batches its share per bucket, in permutation order, then the remainders of all
-    buckets together at the last bound, and shuffles the batches: as many batches as without,
-    each example at most once.
+    index) the permutation is cut into steps of world_size x batch_size examples of one bucket,
+    in permutation order, then the remainders of all buckets together at the last bound; the
+    steps are shuffled and each rank takes its rows of each: as many batches as without, each
+    example at most once, and one width per step on all ranks.
     `consumed` counts batches the training loop actually used (not the ones prefetched), which is
     what a resumed run must skip.
     """
@@ -228,6 +230,8 @@ class ResumableBatchSampler:
         return -(-per_rank // self.batch_size)
 
     def _epoch_order(self, epoch: int) -> np.ndarray:
+        """Every rank's examples of the epoch: the permutation, padded to a multiple of
+        world_size; rank r's share is every world_size-th, from r."""
         order = self.indices
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
@@ -235,28 +239,32 @@ class ResumableBatchSampler:
         total = self._per_rank() * self.world_size
         if total > len(order):
             order = np.concatenate([order, order[: total - len(order)]])
-        return order[self.rank : total : self.world_size]
+        return order
 
     def epoch_batches(self, epoch: int) -> list[tuple[np.ndarray, int]]:
         """(example indices, width) of every batch of this rank's epoch, in training order."""
-        order, size = self._epoch_order(epoch), self.batch_size
+        order, size, world = self._epoch_order(epoch), self.batch_size, self.world_size
         if not len(self.buckets):
-            return [(order[b * size : (b + 1) * size], 0) for b in range(len(self))]
+            mine = order[self.rank :: world]
+            return [(mine[b * size : (b + 1) * size], 0) for b in range(len(self))]
+        # Steps of all ranks together, so that every rank's batch of a step has the same width
+        # (DDP waits for the slowest); rank r takes every world-th row of each.
+        step = size * world
         bucket = np.searchsorted(self.buckets, self.lengths[order])  # the first bound >= length
-        batches, rest = [], []
+        steps, rest = [], []
         for k, bound in enumerate(self.buckets.tolist()):
             members = order[bucket == k]
-            full = len(members) // size * size
-            batches += [(members[i : i + size], bound) for i in range(0, full, size)]
+            full = len(members) // step * step
+            steps += [(members[i : i + step], bound) for i in range(0, full, step)]
             rest.append(members[full:])
         rest = np.concatenate(rest)
         last = int(self.buckets[-1])
-        batches += [(rest[i : i + size], last) for i in range(0, len(rest), size)]
-        batches = batches[: len(self)]  # drop_last: the short remainder batch goes
-        if self.shuffle:
-            rng = np.random.default_rng([self.seed, epoch, self.rank])
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-        return batches
+        steps += [(rest[i : i + step], last) for i in range(0, len(rest), step)]
+        steps = steps[: len(self)]  # drop_last: the short remainder goes
+        if self.shuffle:  # its own stream: [seed, epoch] alone would replay the permutation's
+            rng = np.random.default_rng([self.seed, epoch, _BATCH_ORDER_STREAM])
+            steps = [steps[i] for i in rng.permutation(len(steps))]
+        return [(rows[self.rank :: world], width) for rows, width in steps]
 
     def __iter__(self) -> Iterator[BatchRequest]:
         if self.consumed >= len(self):  # the previous epoch was used up: start the next one
@@ -269,16 +277,28 @@ class ResumableBatchSampler:
             seed = _batch_seed(self.seed, self.stream, epoch, b, self.rank)
             yield BatchRequest(seed, chunk.tolist(), width)
 
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "consumed": self.consumed, "world_size": self.world_size}
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "world_size": self.world_size,
+            "length_buckets": self.buckets.tolist(),
+        }
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("world_size", self.world_size) != self.world_size:
             logger.warning(
                 "resuming with %d rank(s) from a checkpoint written with %d: the data order of the "
                 "current epoch changes",
                 self.world_size,
                 state["world_size"],
+            )
+        if state.get("length_buckets", []) != self.buckets.tolist():
+            logger.warning(
+                "resuming with length_buckets %s from a checkpoint written with %s: the data order "
+                "of the current epoch changes",
+                self.buckets.tolist() or None,
+                state.get("length_buckets") or None,
             )
         self.epoch = int(state["epoch"])
         self.consumed = int(state["consumed"])
@@ -287,10 +307,10 @@ class ResumableBatchSampler:
 class ResumableDataLoader(DataLoader):
     """A DataLoader whose position Lightning saves/restores (the `_Stateful` protocol)."""
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict[str, Any]:
         return self.batch_sampler.state_dict()
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.batch_sampler.load_state_dict(state)
 
 

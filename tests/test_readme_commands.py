@@ -451,9 +451,12 @@ def test_budget_environment_pretrains_from_wikiextractor_files(tmp_path, project
     params["pretrain_model.val_split"] = 4
     if recipe == "fp32":
         params |= FP32_RECIPE
-    else:  # the README's time budget (never reached by these few steps); conf/budget's
-        # length buckets, cut to these short examples, make one compiled graph
+    else:  # the README's time budget (never reached by these few steps)
         params["pretrain_model.schedule.budget_minutes"] = 60
+        # every batch as long as the longest example, as the hour's are: one compiled graph
+        params["pretrain_model.pad_to_multiple_of"] = params[
+            "pretrain_data.examples.max_seq_length"
+        ]
     _kedro(["run", "--env", "budget"], project_root, _env(tmp_path), params)
     stats = json.loads(
         (tmp_path / "data" / "08_reporting" / "pretrain_data_statistics.json").read_text()

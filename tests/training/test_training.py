@@ -37,6 +37,7 @@ from bert_pipeline.params import ConfigError
 from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.core import linear_warmup_decay, parameter_groups, warmup_steps_of
 from bert_pipeline.training.data import (
+    BatchRequest,
     ExampleTable,
     PretrainingDataModule,
     ResumableBatchSampler,
@@ -621,7 +622,8 @@ def test_left_to_right_objective_predicts_every_next_token(tmp_path, tiny_tokeni
     model = model_from_checkpoint(checkpoint, BertForPreTraining)
     table = ExampleTable(tiny_examples)
     data = datamodule(tiny_tokenizer, table, next_token=True, seed=TrainingConfig().seed)
-    batch = data.collate((0, [table.row(int(i)) for i in data.val_indices]))
+    rows = [table.row(int(i)) for i in data.val_indices]
+    batch = data.collate((BatchRequest(seed=0, indices=[]), rows))
     with torch.no_grad():
         out = model(**{k: batch[k] for k in BATCH_KEYS if k != "next_sentence_label"})
     assert abs(out.mlm_loss.item() - metrics["val/ltr_loss"]) < 1e-3

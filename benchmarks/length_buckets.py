@@ -25,11 +25,10 @@ from pathlib import Path
 
 import torch
 from common import ROOT, ours_step, report_head, write_report
-from kedro.config import OmegaConfigLoader
 
+from bert_pipeline import settings
 from bert_pipeline.io.example_shards_dataset import ExampleShardsDataset
 from bert_pipeline.io.tokenizer_dataset import TokenizerDataset
-from bert_pipeline.settings import CONFIG_LOADER_ARGS
 from bert_pipeline.training.config import TrainingConfig
 from bert_pipeline.training.hardware import keep_freed_memory
 from bert_pipeline.training.trainer import (
@@ -46,9 +45,11 @@ OUT = Path(__file__).with_suffix(".md")
 def budget_config(args: argparse.Namespace, examples) -> TrainingConfig:
     """conf/budget's `pretrain_model`, completed by the examples' manifest, with this run's
     buckets and any setting the command line overrides."""
-    loader_args = {**CONFIG_LOADER_ARGS, "default_run_env": "budget"}
-    loader = OmegaConfigLoader(
-        str(ROOT / "conf"), runtime_params={"data_dir": str(args.data_dir)}, **loader_args
+    loader = settings.CONFIG_LOADER_CLASS(
+        conf_source=str(ROOT / "conf"),
+        env="budget",
+        runtime_params={"data_dir": str(args.data_dir)},
+        **settings.CONFIG_LOADER_ARGS,
     )
     params = dict(loader["parameters"]["pretrain_model"])
     params["length_buckets"] = args.buckets

@@ -250,12 +250,12 @@ def test_length_buckets_batch_like_lengths_and_resume_mid_epoch(caplog):
     assert len(batches) == len(bucketed) == len(plain) == 300 // 16
     used = np.concatenate([b.indices for b in batches])
     assert len(set(used.tolist())) == len(used)  # every example at most once an epoch
-    bounds = {0: 64, 64: 96, 96: 128}
+    below = {64: 0, 96: 64, 128: 96}  # each bound's band starts above the bound before it
     for b in batches:
         assert lengths[b.indices].max() <= b.width  # never cut
-    pure = [b for b in batches if lengths[b.indices].min() > {64: 0, 96: 64, 128: 96}[b.width]]
+    pure = [b for b in batches if lengths[b.indices].min() > below[b.width]]
     assert len(pure) >= len(batches) - 3  # at most one mixed batch of remainders per bucket
-    assert {b.width for b in pure} == set(bounds.values())
+    assert {b.width for b in pure} == set(below)
     assert [b.width for b in batches] != sorted(b.width for b in batches)  # buckets interleaved
 
     bucketed.consumed = len(bucketed)

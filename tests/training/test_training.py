@@ -595,6 +595,68 @@ def test_fp32_training_steps_take_the_mlm_loss_without_its_logits(
     assert "val/mlm_accuracy" in result.metrics
 
 
+@pytest.mark.filterwarnings("ignore:You are trying to `self.log")
+def test_dataset_loss_average_weighs_every_masked_token_alike(tiny_tokenizer, tiny_examples):
+    """`mlm_loss_average: dataset`: a step's MLM loss is its token losses' sum over the training
+    set's mean masked tokens per step, so a batch of short examples weighs each token no more."""
+    dm = datamodule(tiny_tokenizer, tiny_examples, length_buckets=[16, 24, 64])
+    per_step = dm.masked_tokens_per_step()
+    lengths = dm.table.lengths()[dm.train_indices]
+    assert per_step == pytest.approx(num_to_predict(lengths, 0.15, 20).mean() * 8)
+    config = BertConfig.from_preset(
+        "tiny", vocab_size=tiny_tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64
+    )
+    torch.manual_seed(0)
+    step_mean = BertPretrainingModule(config.to_dict(), next_sentence=False).eval()
+    by_dataset = BertPretrainingModule(
+        config.to_dict(), next_sentence=False, mlm_tokens_per_step=per_step
+    ).eval()
+    by_dataset.load_state_dict(step_mean.state_dict())
+    ratios = set()
+    for batch in dm.train_dataloader():
+        masked = int((batch["masked_lm_labels"] != -100).sum())
+        mean = step_mean.training_step(batch, 0)
+        assert by_dataset.training_step(batch, 0).item() == pytest.approx(
+            mean.item() * masked / per_step, rel=1e-5
+        )
+        ratios.add(round(masked / per_step, 2))
+    assert min(ratios) < 1 < max(ratios)  # short buckets count less than a mean step
+
+
+def test_training_takes_the_dataset_loss_average_from_its_config(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    cfg = tiny_config(
+        tmp_path, next_sentence=False, length_buckets=[24, 64], mlm_loss_average="dataset"
+    )
+    history = run_training(tiny_examples, tiny_tokenizer, cfg).history
+    losses = history.pivot(index="step", columns="metric", values="value")
+    assert (losses["train/loss"] != losses["train/mlm_loss"]).all()
+
+
+def test_dataset_loss_average_counts_static_masks(tiny_tokenizer, tiny_examples):
+    examples = tiny_examples.copy()
+    examples["masked_lm_positions"] = [
+        np.arange(1, 2 + i % 3, dtype=np.int32) for i in examples.index
+    ]
+    examples["masked_lm_ids"] = [
+        ids[p] for ids, p in zip(examples.input_ids, examples.masked_lm_positions, strict=True)
+    ]
+    dm = datamodule(tiny_tokenizer, examples, batch_size=4)
+    assert not dm.dynamic_masking
+    per_row = (dm.train_indices % 3 + 1).mean()
+    assert dm.masked_tokens_per_step() == pytest.approx(per_row * 4)
+
+
+def test_mlm_loss_average_is_step_or_dataset_of_a_masked_lm(tmp_path):
+    with pytest.raises(ConfigError, match=r"pretrain_model\.mlm_loss_average.*step or dataset"):
+        tiny_config(tmp_path, mlm_loss_average="token")
+    with pytest.raises(
+        ConfigError, match=r"mlm_loss_average='dataset' dataset needs objective mlm"
+    ):
+        tiny_config(tmp_path, objective="ltr", mlm_loss_average="dataset")
+
+
 def test_nsp_loss_weight_must_not_be_negative(tmp_path):
     with pytest.raises(ConfigError, match=r"pretrain_model\.nsp_loss_weight"):
         tiny_config(tmp_path, nsp_loss_weight=-1.0)

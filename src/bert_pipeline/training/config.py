@@ -157,6 +157,11 @@ class TrainingConfig(DeviceParams):
     # to its bound (one compiled graph per bound). The last bound must hold the longest example;
     # bounds above it are cut to it. None: batches of any lengths, padded to their longest row.
     length_buckets: list[int] | None = None
+    # How a step averages its masked-LM loss. "step": over that step's masked tokens (google's
+    # run_pretraining.py). "dataset": summed over them and divided by the training set's mean
+    # masked tokens per step, so every masked token weighs the same in every step; with
+    # length_buckets a step of short examples otherwise weighs each of its tokens about twice.
+    mlm_loss_average: str = "step"
     val_split: float = 0.05
     num_workers: int = 0
     # loop / logging
@@ -279,6 +284,20 @@ class TrainingConfig(DeviceParams):
             self.val_split,
         )
         require(self.num_workers >= 0, root, "num_workers", "must be >= 0", self.num_workers)
+        require(
+            self.mlm_loss_average in ("step", "dataset"),
+            root,
+            "mlm_loss_average",
+            "must be step or dataset",
+            self.mlm_loss_average,
+        )
+        require(
+            self.mlm_loss_average == "step" or self.objective == "mlm",
+            root,
+            "mlm_loss_average",
+            "dataset needs objective mlm (an ltr step predicts all of its tokens)",
+            self.mlm_loss_average,
+        )
         buckets = self.length_buckets
         require(
             buckets is None

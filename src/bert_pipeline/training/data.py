@@ -25,7 +25,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bert_pipeline.data.collator import PretrainingCollator
-from bert_pipeline.data.masking import DYNAMIC, MASKED_LM_PROB, MAX_PREDICTIONS_PER_SEQ, STATIC
+from bert_pipeline.data.masking import (
+    DYNAMIC,
+    MASKED_LM_PROB,
+    MAX_PREDICTIONS_PER_SEQ,
+    STATIC,
+    num_to_predict,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -374,9 +380,22 @@ class PretrainingDataModule(pl.LightningDataModule):
             pad_to_multiple_of=pad_to_multiple_of,
             next_token=next_token,
         )
+        self.masked_lm_prob, self.max_predictions_per_seq = masked_lm_prob, max_predictions_per_seq
         self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
         self.dataset = PretrainingDataset(self.table)
         self._train_loader: ResumableDataLoader | None = None
+
+    def masked_tokens_per_step(self) -> float:
+        """The mean number of masked tokens in a training batch, over the training set (dynamic
+        masks: google's count per length, before the rare cap by maskable tokens)."""
+        if self.dynamic_masking:
+            lengths = self.table.lengths() if self.lengths is None else self.lengths
+            per_row = num_to_predict(
+                lengths[self.train_indices], self.masked_lm_prob, self.max_predictions_per_seq
+            )
+        else:
+            per_row = self.table.lengths("masked_lm_positions")[self.train_indices]
+        return float(per_row.mean()) * self.batch_size
 
     def _buckets(self, bounds: list[int]) -> list[int]:
         """`bounds` with those above the longest example cut to it (examples of 64 tokens under

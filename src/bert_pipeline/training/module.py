@@ -28,6 +28,9 @@ BATCH_KEYS = (
 class BertPretrainingModule(pl.LightningModule):
     """Wraps `BertForPreTraining`; logs train losses per step and validation LM/NSP metrics.
 
+    `mlm_tokens_per_step` (given): the masked-LM loss is summed over the step's masked tokens and
+    divided by it, not averaged over them (`mlm_loss_average`).
+
     The LM head reads the positions the batch names (`masked_lm_positions`): the masked ones
     (objective "mlm"), or every position for the token after it (objective "ltr", whose
     model config is causal); its metrics are named by the objective (`lm_metric`).
@@ -42,6 +45,7 @@ class BertPretrainingModule(pl.LightningModule):
         next_sentence: bool = True,
         nsp_loss_weight: float = 1.0,
         objective: str = "mlm",
+        mlm_tokens_per_step: float | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()  # plain values only: checkpoints load with weights_only
@@ -60,6 +64,9 @@ class BertPretrainingModule(pl.LightningModule):
         bs = batch["input_ids"].shape[0]
         # "No NSP" (next_sentence=false): every B continues its A, only the MLM loss trains
         loss = out.mlm_loss
+        if self.hparams.mlm_tokens_per_step:  # mlm_loss_average "dataset": a sum over a constant
+            masked = (batch["masked_lm_labels"] != IGNORE_INDEX).sum()
+            loss = loss * masked / self.hparams.mlm_tokens_per_step
         if self.hparams.next_sentence:
             loss = loss + self.hparams.nsp_loss_weight * out.nsp_loss
         self.log("train/loss", loss, prog_bar=True, batch_size=bs)

@@ -247,8 +247,11 @@ def with_machine_choice(cfg: TrainingConfig) -> TrainingConfig:
     return dataclasses.replace(cfg, precision=choice.precision, compile=choice.compile)
 
 
-def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretrainingModule:
-    """The LightningModule: the training dropout, `init_from` weights, compiled if asked."""
+def build_module(
+    cfg: TrainingConfig, model_config: BertConfig, datamodule: PretrainingDataModule | None = None
+) -> BertPretrainingModule:
+    """The LightningModule: the training dropout, `init_from` weights, compiled if asked; the
+    masked-LM loss's constant divisor from `datamodule` when `mlm_loss_average` is "dataset"."""
     train_config = model_config
     if cfg.dropout is not None:
         train_config = dataclasses.replace(
@@ -262,6 +265,9 @@ def build_module(cfg: TrainingConfig, model_config: BertConfig) -> BertPretraini
         next_sentence=cfg.next_sentence,
         nsp_loss_weight=cfg.nsp_loss_weight,
         objective=cfg.objective,
+        mlm_tokens_per_step=(
+            datamodule.masked_tokens_per_step() if cfg.mlm_loss_average == "dataset" else None
+        ),
     )
     if cfg.model.init_from:
         init_weights(module.model, cfg.model.init_from)
@@ -384,7 +390,7 @@ def run_training(
     table = example_table(examples)
     model_config = build_model_config(cfg, tokenizer, int(table.lengths().max()))
     datamodule = build_datamodule(table, tokenizer, cfg)
-    module = build_module(cfg, model_config)
+    module = build_module(cfg, model_config, datamodule)
 
     history, mlflow = HistoryLogger(), mlflow_logger(mlflow_run_id, mlflow_tracking_uri)
     throughput = TokenThroughput(cfg.log_every_n_steps)

@@ -89,9 +89,10 @@ def main() -> None:
     arms = {}
     for name, cfg in (("mixed lengths", plain_cfg), ("length buckets", bucketed_cfg)):
         torch.manual_seed(cfg.seed)  # the same initial weights in both arms
-        model = build_module(cfg, model_config).model.train()
+        datamodule = build_datamodule(table, tokenizer, cfg)
+        model = build_module(cfg, model_config, datamodule).model.train()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
-        loader = build_datamodule(table, tokenizer, cfg).train_dataloader()
+        loader = datamodule.train_dataloader()
         arms[name] = (model, opt, iter(loader), loader.batch_sampler)
     sampler = arms["length buckets"][3]
     shares = Counter(width for _, width in sampler.epoch_batches(0))  # widths: the cut bounds

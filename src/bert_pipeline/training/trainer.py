@@ -248,7 +248,7 @@ def with_machine_choice(cfg: TrainingConfig) -> TrainingConfig:
 
 
 def build_module(
-    cfg: TrainingConfig, model_config: BertConfig, datamodule: PretrainingDataModule | None = None
+    cfg: TrainingConfig, model_config: BertConfig, datamodule: PretrainingDataModule
 ) -> BertPretrainingModule:
     """The LightningModule: the training dropout, `init_from` weights, compiled if asked; the
     masked-LM loss's constant divisor from `datamodule` when `mlm_loss_average` is "dataset"."""

@@ -612,7 +612,7 @@ def test_dataset_loss_average_weighs_every_masked_token_alike(tiny_tokenizer, ti
         config.to_dict(), next_sentence=False, mlm_tokens_per_step=per_step
     ).eval()
     by_dataset.load_state_dict(step_mean.state_dict())
-    ratios = set()
+    ratios, counts = set(), []
     for batch in dm.train_dataloader():
         masked = int((batch["masked_lm_labels"] != -100).sum())
         mean = step_mean.training_step(batch, 0)
@@ -620,7 +620,9 @@ def test_dataset_loss_average_weighs_every_masked_token_alike(tiny_tokenizer, ti
             mean.item() * masked / per_step, rel=1e-5
         )
         ratios.add(round(masked / per_step, 2))
+        counts.append(masked)
     assert min(ratios) < 1 < max(ratios)  # short buckets count less than a mean step
+    assert np.mean(counts) == pytest.approx(per_step, rel=0.1)  # what the collator masked
 
 
 def test_training_takes_the_dataset_loss_average_from_its_config(
@@ -632,6 +634,8 @@ def test_training_takes_the_dataset_loss_average_from_its_config(
     history = run_training(tiny_examples, tiny_tokenizer, cfg).history
     losses = history.pivot(index="step", columns="metric", values="value")
     assert (losses["train/loss"] != losses["train/mlm_loss"]).all()
+    # each step's ratio is its masked tokens over the mean step's: about 1 over the run
+    assert (losses["train/loss"] / losses["train/mlm_loss"]).mean() == pytest.approx(1, rel=0.2)
 
 
 def test_dataset_loss_average_counts_static_masks(tiny_tokenizer, tiny_examples):

@@ -380,7 +380,6 @@ class PretrainingDataModule(pl.LightningDataModule):
             pad_to_multiple_of=pad_to_multiple_of,
             next_token=next_token,
         )
-        self.masked_lm_prob, self.max_predictions_per_seq = masked_lm_prob, max_predictions_per_seq
         self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
         self.dataset = PretrainingDataset(self.table)
         self._train_loader: ResumableDataLoader | None = None
@@ -390,8 +389,9 @@ class PretrainingDataModule(pl.LightningDataModule):
         masks: google's count per length, before the rare cap by maskable tokens)."""
         if self.dynamic_masking:
             lengths = self.table.lengths() if self.lengths is None else self.lengths
+            rule = self.collate.collator_kwargs  # the rate and cap the collator masks with
             per_row = num_to_predict(
-                lengths[self.train_indices], self.masked_lm_prob, self.max_predictions_per_seq
+                lengths[self.train_indices], rule["masked_lm_prob"], rule["max_predictions_per_seq"]
             )
         else:
             per_row = self.table.lengths("masked_lm_positions")[self.train_indices]

@@ -443,6 +443,9 @@ def test_example_table_reads_the_shards_in_place(tiny_shards):
         for values, offsets in table._lists[name]:
             assert not values.flags.writeable and not offsets.flags.writeable  # memory map views
     assert len(table) == tiny_shards.manifest["n_examples"]
+    lengths = table.lengths()  # read once at start-up by the model config, buckets and divisor
+    assert table.lengths() is lengths and not lengths.flags.writeable
+    assert lengths.sum() == sum(len(table.row(i)["input_ids"]) for i in range(len(table)))
 
 
 def test_pretraining_refuses_examples_of_another_tokenizer(tmp_path, tiny_shards):

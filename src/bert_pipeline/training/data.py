@@ -86,6 +86,7 @@ class ExampleTable:
             else None
         )
         self.num_rows = table.num_rows
+        self._lengths: dict[str, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self.num_rows
@@ -101,7 +102,13 @@ class ExampleTable:
         return out
 
     def lengths(self, name: str = "input_ids") -> np.ndarray:
-        return np.concatenate([np.diff(offsets) for _, offsets in self._lists[name]])
+        """Per-row lengths of a list column, computed once (the model config, the length buckets
+        and the masked-token count all read them at start-up); read-only, as it is shared."""
+        if name not in self._lengths:
+            lengths = np.concatenate([np.diff(offsets) for _, offsets in self._lists[name]])
+            lengths.flags.writeable = False
+            self._lengths[name] = lengths
+        return self._lengths[name]
 
     def has_static_masks(self) -> bool:
         return any(offsets[-1] > offsets[0] for _, offsets in self._lists["masked_lm_positions"])
@@ -388,10 +395,11 @@ class PretrainingDataModule(pl.LightningDataModule):
         """The mean number of masked tokens in a training batch, over the training set (dynamic
         masks: google's count per length, before the rare cap by maskable tokens)."""
         if self.dynamic_masking:
-            lengths = self.table.lengths() if self.lengths is None else self.lengths
             rule = self.collate.collator_kwargs  # the rate and cap the collator masks with
             per_row = num_to_predict(
-                lengths[self.train_indices], rule["masked_lm_prob"], rule["max_predictions_per_seq"]
+                self.table.lengths()[self.train_indices],
+                rule["masked_lm_prob"],
+                rule["max_predictions_per_seq"],
             )
         else:
             per_row = self.table.lengths("masked_lm_positions")[self.train_indices]

@@ -369,7 +369,6 @@ class PretrainingDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
-        self.lengths = self.table.lengths() if length_buckets else None
         self.length_buckets = self._buckets(list(length_buckets or []))
         self.batch_size = batch_size
         self.seed = seed
@@ -410,7 +409,7 @@ class PretrainingDataModule(pl.LightningDataModule):
         bounds meant for 128 make one bucket); none may end below it."""
         if not bounds:
             return []
-        longest = int(self.lengths.max())
+        longest = int(self.table.lengths().max())
         if longest > bounds[-1]:
             raise ValueError(
                 f"parameter pretrain_model.length_buckets: the examples reach {longest} tokens, "
@@ -448,7 +447,7 @@ class PretrainingDataModule(pl.LightningDataModule):
                 drop_last=True,
                 rank=rank,
                 world_size=world,
-                lengths=self.lengths,
+                lengths=self.table.lengths() if self.length_buckets else None,
                 buckets=self.length_buckets,
             )
             self._train_loader = self._loader(sampler)

@@ -199,6 +199,49 @@ def test_the_workers_thread_limits_stay_out_of_this_process(monkeypatch):
     assert "OMP_NUM_THREADS" not in os.environ
 
 
+async def _close_during_a_heartbeat(dask_worker, log: str, keep_filter: bool) -> None:
+    """Closes the worker while its heartbeat's connection is still being made (the race of
+    `Worker.close` that printed a traceback after a finished stage), logging to `log`. The
+    connect is held back through the pool's private `_connect`: the only place to pin the race."""
+    worker_logger = logging.getLogger("distributed.worker")
+    if not keep_filter:
+        worker_logger.filters.clear()
+    worker_logger.addHandler(logging.FileHandler(log))
+    pool = dask_worker.rpc
+    connect = pool._connect
+
+    async def held_back(*args, **kwargs):
+        pool._connect = connect  # the close's own calls go through
+        await asyncio.sleep(5)
+        return await connect(*args, **kwargs)
+
+    pool._connect = held_back
+    for comms in pool.available.values():
+        comms.clear()
+    dask_worker.loop.add_callback(dask_worker.heartbeat)
+    await asyncio.sleep(0.2)
+    dask_worker.loop.add_callback(dask_worker.close)
+
+
+def test_a_closing_workers_heartbeat_failure_stays_off_the_console(tmp_path: Path):
+    """Of two workers closed mid-heartbeat, only the one without the project's filter logs it."""
+    client = open_client({"n_workers": 2})
+    try:
+        for worker, keep in zip(
+            sorted(client.scheduler_info()["workers"]), (True, False), strict=True
+        ):
+            log = str(tmp_path / f"{keep}.log")
+            client.run(
+                _close_during_a_heartbeat, log=log, keep_filter=keep, workers=[worker], wait=False
+            )
+        time.sleep(1.5)
+    finally:
+        close_client(client)
+    failed = "Failed to communicate with scheduler during heartbeat"
+    assert failed not in (tmp_path / "True.log").read_text()
+    assert failed in (tmp_path / "False.log").read_text()
+
+
 def test_unreachable_scheduler_names_the_parameter():
     with pytest.raises(ClusterError, match=r"pretrain_data.dask.scheduler_address='tcp://127"):
         open_client({"scheduler_address": "tcp://127.0.0.1:9", "connect_timeout": "1s"})

@@ -116,6 +116,8 @@ def open_client(params: Mapping[str, Any] | None):
     """A `distributed.Client` for the data stages, from the parameters `pretrain_data.dask`."""
     from distributed import Client, LocalCluster
 
+    from bert_pipeline.data.worker_logging import QuietShutdown
+
     cfg = dask_params(params)
     dask.config.set(
         {
@@ -169,6 +171,7 @@ def open_client(params: Mapping[str, Any] | None):
         _OWN_ENVIRON.update(written)
         _restore(written)
     client = Client(cluster, set_as_default=True)
+    client.register_plugin(QuietShutdown(), name=QuietShutdown.name)
     link = f", dashboard {client.dashboard_link}" if cfg.dashboard else ""
     logger.info("Dask: LocalCluster with %d worker(s)%s", n_workers, link)
     return client

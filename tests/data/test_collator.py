@@ -96,6 +96,41 @@ def test_dynamic_rates_and_invariants():
     assert n_rand / n_sel == pytest.approx(0.1, abs=0.015)
 
 
+def test_dynamic_whole_words_take_every_piece_of_a_word():
+    """Ids from 700 up are `##` pieces: a piece is masked exactly when the token before it is
+    (a piece right after [SEP] starts a word), and the rows stay within google's count."""
+    rng = np.random.default_rng(4)
+    examples = [
+        _example(int(rng.integers(5, 60)), int(rng.integers(5, 60)), rng) for _ in range(32)
+    ]
+    continuation = np.arange(VOCAB) >= 700
+    collate = _dynamic(continuation=continuation)
+    n_sel = n_expected = inner_masked = 0
+    for _ in range(10):
+        batch = collate(examples)
+        lab = batch["masked_lm_labels"]
+        for row, ex in enumerate(examples):
+            orig = np.asarray(ex["input_ids"])
+            p = batch["masked_lm_positions"][row][lab[row] != IGNORE_INDEX].numpy()
+            masked = np.zeros(len(orig), dtype=bool)
+            masked[p] = True
+            inner = continuation[orig[1:]] & ~np.isin(orig[:-1], [CLS, SEP])
+            assert np.array_equal(masked[1:][inner], masked[:-1][inner])
+            inner_masked += int((masked[1:] & inner).sum())
+            expected = min(max(1, round(len(orig) * 0.15)), 20)
+            assert 1 <= len(p) <= expected
+            n_sel, n_expected = n_sel + len(p), n_expected + expected
+    assert inner_masked > 0 and n_sel / n_expected > 0.9
+    again = _dynamic(continuation=continuation)(examples)
+    assert torch.equal(
+        again["masked_lm_positions"],
+        _dynamic(continuation=continuation)(examples)["masked_lm_positions"],
+    )
+    assert not torch.equal(
+        again["masked_lm_positions"], _dynamic()(examples)["masked_lm_positions"]
+    )
+
+
 def test_dynamic_cap_and_padding_never_masked():
     rng = np.random.default_rng(2)
     examples = [_example(100, 100, rng), _example(2, 1, rng)]

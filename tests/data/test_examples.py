@@ -234,7 +234,6 @@ def test_sentence_longer_than_sequence_is_truncated(toy_vocab):
         ({"masked_lm_prob": 0.0}, "masked_lm_prob"),
         ({"dupe_factor": 0}, "dupe_factor"),
         ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
-        ({"masking": "dynamic", "whole_word_mask": True}, "cannot be combined"),
         (
             {"masking": "random"},
             r"pretrain_data.examples.masking=.random. must be static or dynamic",

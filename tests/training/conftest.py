@@ -75,6 +75,7 @@ EXAMPLE_PARAMETERS = {
     "max_seq_length": 64,
     "masked_lm_prob": 0.15,
     "max_predictions_per_seq": 20,
+    "whole_word_mask": False,
     "next_sentence": True,
 }
 

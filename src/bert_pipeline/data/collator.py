@@ -3,7 +3,8 @@
 Static mode pads examples whose masks were drawn once by `create_examples` (google's
 `create_pretraining_data.py`). Dynamic mode (RoBERTa-style) draws fresh 80/10/10 masks on every
 call with the same selection rule as google: `min(max_predictions_per_seq, max(1, round(n * p)))`
-positions per sequence, where `n` is the unpadded length, chosen uniformly among non-special tokens.
+positions per sequence, where `n` is the unpadded length, chosen uniformly among non-special tokens
+or, given the vocabulary's `##` pieces, among whole words (google's whole-word rule).
 Next-token mode (a left-to-right LM) restores the original tokens and asks every position for
 the token after it.
 """
@@ -22,6 +23,8 @@ from bert_pipeline.data.masking import (
     corrupt,
     masking_rules,
     num_to_predict,
+    take_whole_words,
+    word_starts,
 )
 from bert_pipeline.model.bert import IGNORE_INDEX
 
@@ -47,6 +50,7 @@ class PretrainingCollator:
         seed: int = 0,
         next_token: bool = False,
         pad_to_length: int | None = None,
+        continuation: np.ndarray | None = None,
     ) -> None:
         if dynamic_masking and next_token:
             raise ValueError("next_token reads the unmasked text: no dynamic_masking with it")
@@ -69,6 +73,8 @@ class PretrainingCollator:
         self.seed = int(seed)
         self.next_token = bool(next_token)
         self.pad_to_length = pad_to_length
+        # bool per vocabulary id, True for a `##` piece: dynamic masks take whole words
+        self.continuation = None if continuation is None else np.asarray(continuation, dtype=bool)
         self._generator: torch.Generator | None = None
         self._worker_id: int | None = None
 
@@ -177,13 +183,16 @@ class PretrainingCollator:
         n_predict = num_to_predict(
             lengths.numpy(), self.masked_lm_prob, self.max_predictions_per_seq
         )
-        n_predict = torch.minimum(torch.from_numpy(n_predict), maskable.sum(dim=1))
-
-        # Uniform choice of n_predict[b] maskable positions: rank random scores, non-maskable last.
-        scores = torch.rand(input_ids.shape, generator=gen)
-        scores[~maskable] = 2.0
-        rank = scores.argsort(dim=1).argsort(dim=1)
-        selected = rank < n_predict[:, None]
+        if self.continuation is not None:
+            selected = self._whole_words(input_ids, maskable, n_predict, gen)
+            n_predict = selected.sum(dim=1)
+        else:
+            n_predict = torch.minimum(torch.from_numpy(n_predict), maskable.sum(dim=1))
+            # n_predict[b] maskable positions, uniformly: rank random scores, the others last
+            scores = torch.rand(input_ids.shape, generator=gen)
+            scores[~maskable] = 2.0
+            rank = scores.argsort(dim=1).argsort(dim=1)
+            selected = rank < n_predict[:, None]
 
         width = max(self._min_predictions(), int(n_predict.max()))
         positions = torch.zeros((input_ids.shape[0], width), dtype=torch.long)
@@ -202,3 +211,17 @@ class PretrainingCollator:
         )
         input_ids[rows, cols] = torch.from_numpy(new_ids)
         return positions, labels
+
+    def _whole_words(
+        self,
+        input_ids: torch.Tensor,
+        maskable: torch.Tensor,
+        n_predict: np.ndarray,
+        gen: torch.Generator,
+    ) -> torch.Tensor:
+        """[B, T] the positions of whole words taken in a random order while they fit into
+        `n_predict` tokens; the visiting order comes from this collator's stream."""
+        ids, can = input_ids.numpy(), maskable.numpy()
+        is_start = word_starts(ids, can, self.continuation)
+        scores = torch.rand((len(ids), max(1, int(is_start.sum(axis=1).max()))), generator=gen)
+        return torch.from_numpy(take_whole_words(is_start, can, scores.double().numpy(), n_predict))

@@ -45,6 +45,8 @@ from bert_pipeline.data.masking import (
     corrupt,
     masking_rules,
     num_to_predict,
+    take_whole_words,
+    word_starts,
 )
 from bert_pipeline.params import require
 
@@ -116,14 +118,6 @@ class ExampleConfig:
             "sentence_order",
             "needs next_sentence=true: it changes which pairs the next-sentence task labels 1",
             self.sentence_order,
-        )
-        require(
-            not (self.dynamic_masking and self.whole_word_mask),
-            root,
-            "masking",
-            "cannot be combined with whole_word_mask=true: the collator masks single tokens; "
-            "use masking=static for whole-word masking",
-            self.masking,
         )
 
 
@@ -283,12 +277,7 @@ def _mask(
     n, width = ids.shape
     real = np.arange(width)[None, :] < lengths[:, None]
     maskable = real & (ids != vocab.cls_id) & (ids != vocab.sep_id)
-    if cfg.whole_word_mask:
-        prev = np.zeros_like(maskable)
-        prev[:, 1:] = maskable[:, :-1]
-        is_start = maskable & ~(vocab.continuation[ids] & prev)
-    else:
-        is_start = maskable
+    is_start = word_starts(ids, maskable, vocab.continuation) if cfg.whole_word_mask else maskable
     n_groups = is_start.sum(axis=1)
     g_max = max(1, int(n_groups.max()))
     n_predict = num_to_predict(lengths, cfg.masked_lm_prob, cfg.max_predictions_per_seq)
@@ -300,13 +289,9 @@ def _mask(
         valid = np.arange(g_max)[None, :] < n_groups[rows, None]
         scores[~valid] = np.inf
         if cfg.whole_word_mask:
-            gid = np.cumsum(is_start[rows], axis=1) - 1
-            order = np.argsort(scores, axis=1, kind="stable")
-            cell = (np.arange(len(scores))[:, None] * g_max + gid)[maskable[rows]]
-            sizes = np.bincount(cell, minlength=scores.size).reshape(scores.shape)
-            taken = _take_in_order(sizes, order, valid, n_predict[rows])
-            gid = np.maximum(gid, 0)
-            selected[rows] = maskable[rows] & np.take_along_axis(taken, gid, axis=1)
+            selected[rows] = take_whole_words(
+                is_start[rows], maskable[rows], scores, n_predict[rows]
+            )
         else:
             # a candidate is a token: the k-th candidate of a row is its k-th maskable token
             taken = _first_visited(scores, n_predict[rows])
@@ -334,29 +319,6 @@ def _first_visited(scores: np.ndarray, n_predict: np.ndarray) -> np.ndarray:
     lowest = np.partition(scores, k - 1, axis=1)[:, :k] if k < g_max else scores
     cut = np.sort(lowest, axis=1)[np.arange(n), np.minimum(n_predict, k) - 1]
     return scores <= cut[:, None]
-
-
-def _take_in_order(
-    sizes: np.ndarray, order: np.ndarray, valid: np.ndarray, n_predict: np.ndarray
-) -> np.ndarray:
-    """[N, G] candidates taken when visited in `order`, each while its size still fits."""
-    size_p = np.take_along_axis(sizes, order, axis=1)
-    active = np.take_along_axis(valid, order, axis=1)
-    taken_p = np.zeros_like(active)
-    count = np.zeros(len(sizes), dtype=np.int64)
-    while True:
-        # a candidate larger than the budget left can never be taken (google skips it)
-        active &= size_p <= (n_predict - count)[:, None]
-        if not active.any():
-            break
-        reach = count[:, None] + np.cumsum(np.where(active, size_p, 0), axis=1)
-        take = active & (reach <= n_predict[:, None])  # the prefix that fits, in visiting order
-        taken_p |= take
-        count += np.where(take, size_p, 0).sum(axis=1)
-        active &= ~take
-    taken = np.zeros_like(taken_p)
-    np.put_along_axis(taken, order, taken_p, axis=1)
-    return taken
 
 
 def _pass_examples(corpus: Corpus, dupe: int, cfg: ExampleConfig, vocab: Vocab, shard: int):

@@ -1,7 +1,8 @@
 """BERT's masking rule, one definition for the static example creator and the dynamic collator.
 
-How many tokens a sequence predicts, and what each predicted token becomes (google's
-`create_masked_lm_predictions`): 80% [MASK], 10% a random vocabulary id, 10% unchanged.
+How many tokens a sequence predicts, which of them with whole-word masking, and what each
+predicted token becomes (google's `create_masked_lm_predictions`): 80% [MASK], 10% a random
+vocabulary id, 10% unchanged.
 """
 
 from __future__ import annotations
@@ -41,3 +42,53 @@ def corrupt(
     use_random = draw >= MASK_SHARE + KEEP_SHARE
     new[use_random] = random_ids[use_random]
     return new
+
+
+def word_starts(ids: np.ndarray, maskable: np.ndarray, continuation: np.ndarray) -> np.ndarray:
+    """[N, T] True where a whole-word candidate starts: a maskable token that is not a `##` piece
+    right after another maskable one (a `##` after [SEP] starts a word; google glues it to the
+    [SEP], which is never masked). `continuation`: bool per vocabulary id."""
+    prev = np.zeros_like(maskable)
+    prev[:, 1:] = maskable[:, :-1]
+    return maskable & ~(continuation[ids] & prev)
+
+
+def take_whole_words(
+    is_start: np.ndarray, maskable: np.ndarray, scores: np.ndarray, n_predict: np.ndarray
+) -> np.ndarray:
+    """[N, T] the tokens of the words taken, visiting each row's words in the order of `scores`
+    ([N, G] uniform, G at least the most words of a row) and taking a word while its pieces
+    still fit into `n_predict` tokens (google skips a word too long for what is left)."""
+    n_words = is_start.sum(axis=1)
+    g_max = scores.shape[1]
+    valid = np.arange(g_max)[None, :] < n_words[:, None]
+    scores = np.where(valid, scores, np.inf)
+    word = np.cumsum(is_start, axis=1) - 1
+    order = np.argsort(scores, axis=1, kind="stable")
+    cell = (np.arange(len(scores))[:, None] * g_max + word)[maskable]
+    sizes = np.bincount(cell, minlength=scores.size).reshape(scores.shape)
+    taken = _take_in_order(sizes, order, valid, n_predict)
+    return maskable & np.take_along_axis(taken, np.maximum(word, 0), axis=1)
+
+
+def _take_in_order(
+    sizes: np.ndarray, order: np.ndarray, valid: np.ndarray, n_predict: np.ndarray
+) -> np.ndarray:
+    """[N, G] candidates taken when visited in `order`, each while its size still fits."""
+    size_p = np.take_along_axis(sizes, order, axis=1)
+    active = np.take_along_axis(valid, order, axis=1)
+    taken_p = np.zeros_like(active)
+    count = np.zeros(len(sizes), dtype=np.int64)
+    while True:
+        # a candidate larger than the budget left can never be taken (google skips it)
+        active &= size_p <= (n_predict - count)[:, None]
+        if not active.any():
+            break
+        reach = count[:, None] + np.cumsum(np.where(active, size_p, 0), axis=1)
+        take = active & (reach <= n_predict[:, None])  # the prefix that fits, in visiting order
+        taken_p |= take
+        count += np.where(take, size_p, 0).sum(axis=1)
+        active &= ~take
+    taken = np.zeros_like(taken_p)
+    np.put_along_axis(taken, order, taken_p, axis=1)
+    return taken

@@ -75,7 +75,7 @@ class DeviceParams:
 
 
 # pretrain_data.examples settings the training needs: NSP or not, and dynamic masking's draw
-EXAMPLE_SETTINGS = ("next_sentence", "masked_lm_prob", "max_predictions_per_seq")
+EXAMPLE_SETTINGS = ("next_sentence", "masked_lm_prob", "max_predictions_per_seq", "whole_word_mask")
 # What the LM head learns: the masked tokens (BERT) or every next token, left to right
 OBJECTIVES = ("mlm", "ltr")
 
@@ -149,6 +149,7 @@ class TrainingConfig(DeviceParams):
     # How the examples were made: the pipeline fills these from their manifest (for_examples)
     masked_lm_prob: float = MASKED_LM_PROB
     max_predictions_per_seq: int = MAX_PREDICTIONS_PER_SEQ
+    whole_word_mask: bool = False  # dynamic masks take a word and its ## pieces together
     next_sentence: bool = True  # false: MLM loss only (the examples' B always continues A)
     # The training loss is mlm + nsp_loss_weight * nsp (the paper: 1)
     nsp_loss_weight: float = 1.0

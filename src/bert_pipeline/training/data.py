@@ -366,6 +366,7 @@ class PretrainingDataModule(pl.LightningDataModule):
         num_workers: int = 0,
         next_token: bool = False,
         length_buckets: Sequence[int] | None = None,
+        continuation: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         self.table = examples if isinstance(examples, ExampleTable) else ExampleTable(examples)
@@ -385,6 +386,7 @@ class PretrainingDataModule(pl.LightningDataModule):
             max_predictions_per_seq=max_predictions_per_seq,
             pad_to_multiple_of=pad_to_multiple_of,
             next_token=next_token,
+            continuation=continuation if self.dynamic_masking else None,
         )
         self.train_indices, self.val_indices = split_indices(self.table, val_split, seed)
         self.dataset = PretrainingDataset(self.table)

@@ -29,6 +29,7 @@ from lightning.pytorch.strategies import DDPStrategy
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from tokenizers import Tokenizer
 
+from bert_pipeline.data.examples import vocab_from_tokenizer
 from bert_pipeline.data.shards import ExampleShards
 from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.fsutil import remove_killed_writes
@@ -233,6 +234,8 @@ def build_datamodule(
         num_workers=cfg.num_workers,
         next_token=cfg.objective == "ltr",
         length_buckets=cfg.length_buckets,
+        # static examples were masked by word when they were made
+        continuation=vocab_from_tokenizer(tokenizer).continuation if cfg.whole_word_mask else None,
     )
 
 

@@ -218,6 +218,11 @@ def test_pretrained_card_says_how_the_model_was_trained():
         "- Precision bf16-mixed, torch.compile; dropout 0.0 while pretraining (config.json " in card
     )
     assert "- Precision 32; dropout 0.1." in pretrained_card(config, statistics, metrics, {})
+    assert "by whole word" not in card
+    statistics |= {"masking": "dynamic"}
+    statistics |= {"parameters": {"whole_word_mask": True, "masked_lm_prob": 0.15}}
+    card = pretrained_card(config, statistics, metrics, {})
+    assert "- Masking: dynamic, by whole word, 0.15 of the tokens" in card
 
 
 @pytest.mark.parametrize("pooling", ["cls", "mean"])

@@ -127,7 +127,9 @@ def pretrained_card(
         f"{statistics['n_tokens']:,} tokens (mean length {statistics['mean_length']:.1f}, "
         f"max_seq_length {data.get('max_seq_length')}); the source corpus is the MLflow run's "
         "dataset input.",
-        f"- Masking: {statistics.get('masking')}, {data.get('masked_lm_prob')} of the tokens, at "
+        f"- Masking: {statistics.get('masking')}"
+        f"{', by whole word' if data.get('whole_word_mask') else ''}, "
+        f"{data.get('masked_lm_prob')} of the tokens, at "
         f"most {data.get('max_predictions_per_seq')} per example, dupe_factor "
         f"{data.get('dupe_factor')}; next-sentence pairs: "
         f"{_pair_task(data)} "

@@ -286,13 +286,13 @@ def _mask(
     for lo in range(0, n, _MASK_ROWS):
         rows = slice(lo, min(n, lo + _MASK_ROWS))
         scores = rng.random((rows.stop - lo, g_max))
-        valid = np.arange(g_max)[None, :] < n_groups[rows, None]
-        scores[~valid] = np.inf
         if cfg.whole_word_mask:
             selected[rows] = take_whole_words(
                 is_start[rows], maskable[rows], scores, n_predict[rows]
             )
         else:
+            valid = np.arange(g_max)[None, :] < n_groups[rows, None]
+            scores[~valid] = np.inf
             # a candidate is a token: the k-th candidate of a row is its k-th maskable token
             taken = _first_visited(scores, n_predict[rows])
             block = selected[rows]

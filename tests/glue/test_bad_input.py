@@ -60,6 +60,8 @@ def test_pipeline_parameter_errors():
     pooling = r"finetune_glue.hyperparameters.rte.classifier_pooling='max' must be one"
     with pytest.raises(ValueError, match=pooling):
         task_config("rte", {"hyperparameters": {"rte": {"classifier_pooling": "max"}}})
+    with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.stsb.dropout=1.0 must be"):
+        task_config("stsb", {"hyperparameters": {"stsb": {"dropout": 1.0}}})
     mean = task_config("rte", {"defaults": {"classifier_pooling": "mean"}})
     assert mean.classifier_pooling == "mean"
     mixed = {"init_from_mnli": ["rte"], "hyperparameters": {"mnli": {"classifier_pooling": "mean"}}}

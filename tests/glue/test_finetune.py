@@ -6,6 +6,7 @@ import logging
 
 import pandas as pd
 import pytest
+import torch
 
 from bert_pipeline.glue.config import GlueConfig
 from bert_pipeline.glue.features import GlueFeatures, encode_table
@@ -242,6 +243,24 @@ def test_mean_pooling_travels_with_the_fine_tuned_model(data):
     features = GlueFeatures(encode_table(tokenizer, frame, 32), frame["label"], False)
     kept = result.dev_predictions.query("split == 'dev_matched'")["prediction"].tolist()
     assert predict(model, get_task("mnli"), features, 64).tolist() == kept
+
+
+def test_fine_tuning_dropout_replaces_the_checkpoints_and_travels_with_the_model(data):
+    """`dropout` sets every dropout of the encoder and the head (the checkpoint's 0.1 otherwise),
+    and the saved config records the rate the model was trained with."""
+    from bert_pipeline.glue.finetune import build_classifier
+
+    task, checkpoint = get_task("mnli"), tiny_checkpoint()
+
+    def rates(model):
+        layers = {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+        return layers, {m.dropout_p for m in model.modules() if hasattr(m, "dropout_p")}
+
+    assert rates(build_classifier(checkpoint, task, "tiny", 1)) == ({0.1}, {0.1})
+    assert rates(build_classifier(checkpoint, task, "tiny", 1, dropout=0.0)) == ({0.0}, {0.0})
+    result = _run(data, checkpoint, _one_trial(dropout=0.0))
+    assert result.checkpoint["config"]["hidden_dropout_prob"] == 0.0
+    assert result.checkpoint["config"]["attention_probs_dropout_prob"] == 0.0
 
 
 def test_mnli_init_wiring():

@@ -29,9 +29,19 @@ class GlueConfig(FinetuneConfig):
     # None: the pretrained weights; a seed: a random init of the same architecture and
     # vocabulary drawn from it, fine-tuned with the same grid (the baseline pretraining must beat)
     random_init_seed: int | None = None
+    # Hidden and attention dropout while fine-tuning (None: the checkpoint config's, 0.1 for
+    # BERT); the saved model's config records the value it was trained with
+    dropout: float | None = None
 
     def check(self, root: str) -> None:
         super().check(root)
+        require(
+            self.dropout is None or 0 <= self.dropout < 1,
+            root,
+            "dropout",
+            "must be null or in [0, 1)",
+            self.dropout,
+        )
         require(
             0 <= self.selection_holdout < 1,
             root,

@@ -60,8 +60,15 @@ def build_classifier(
     seed: int | None = None,
     classifier_pooling: str = "cls",
     head_lstm_size: int | None = None,
+    dropout: float | None = None,
 ) -> BertForSequenceClassification:
-    """The encoder from the checkpoint plus a fresh task head seeded by `seed`."""
+    """The encoder from the checkpoint plus a fresh task head seeded by `seed`; `dropout` (hidden
+    and attention) replaces the checkpoint config's when given."""
+    rates = (
+        {}
+        if dropout is None
+        else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
+    )
     return with_new_head(
         checkpoint,
         BertForSequenceClassification,
@@ -70,6 +77,7 @@ def build_classifier(
         seed,
         classifier_pooling=classifier_pooling,
         head_lstm_size=head_lstm_size,
+        **rates,
     )
 
 
@@ -152,6 +160,7 @@ def finetune_task(
                 trial.seed,
                 config.classifier_pooling,
                 config.head_lstm_size,
+                config.dropout,
             )
             data = FinetuneDataModule(
                 train_features,

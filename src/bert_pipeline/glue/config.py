@@ -8,7 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bert_pipeline.params import parse_params, require
-from bert_pipeline.training.config import FinetuneConfig, check_classifier_pooling
+from bert_pipeline.training.config import (
+    FinetuneConfig,
+    check_classifier_pooling,
+    check_dropout,
+)
 
 
 @dataclass
@@ -35,13 +39,7 @@ class GlueConfig(FinetuneConfig):
 
     def check(self, root: str) -> None:
         super().check(root)
-        require(
-            self.dropout is None or 0 <= self.dropout < 1,
-            root,
-            "dropout",
-            "must be null or in [0, 1)",
-            self.dropout,
-        )
+        check_dropout(self.dropout, root)
         require(
             0 <= self.selection_holdout < 1,
             root,

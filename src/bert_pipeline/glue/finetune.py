@@ -30,6 +30,7 @@ from bert_pipeline.model.checkpoint import (
     tokenizer_from_checkpoint,
     with_new_head,
 )
+from bert_pipeline.model.config import dropout_fields
 from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import (
     FinetuneDataModule,
@@ -64,11 +65,6 @@ def build_classifier(
 ) -> BertForSequenceClassification:
     """The encoder from the checkpoint plus a fresh task head seeded by `seed`; `dropout` (hidden
     and attention) replaces the checkpoint config's when given."""
-    rates = (
-        {}
-        if dropout is None
-        else {"hidden_dropout_prob": dropout, "attention_probs_dropout_prob": dropout}
-    )
     return with_new_head(
         checkpoint,
         BertForSequenceClassification,
@@ -77,7 +73,7 @@ def build_classifier(
         seed,
         classifier_pooling=classifier_pooling,
         head_lstm_size=head_lstm_size,
-        **rates,
+        **dropout_fields(dropout),
     )
 
 

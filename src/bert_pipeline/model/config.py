@@ -29,6 +29,14 @@ SUPPORTED_ACTIVATIONS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu")
 CLASSIFIER_POOLINGS = ("cls", "mean", "last")
 
 
+def dropout_fields(rate: float | None) -> dict[str, float]:
+    """The config fields one dropout rate sets (hidden, which the heads follow, and attention);
+    none for None, which keeps the config's."""
+    if rate is None:
+        return {}
+    return {"hidden_dropout_prob": rate, "attention_probs_dropout_prob": rate}
+
+
 @dataclass
 class BertConfig:
     """Architecture of a BERT encoder (defaults: BERT-base, uncased vocabulary)."""

@@ -256,13 +256,7 @@ class TrainingConfig(DeviceParams):
             "must be true, false or auto",
             self.compile,
         )
-        require(
-            self.dropout is None or 0 <= self.dropout < 1,
-            root,
-            "dropout",
-            "must be in [0, 1) or null",
-            self.dropout,
-        )
+        check_dropout(self.dropout, root)
         require(
             self.nsp_loss_weight >= 0,
             root,
@@ -386,6 +380,11 @@ class FinetuneConfig(DeviceParams):
             "must be >= 1 or null",
             self.head_lstm_size,
         )
+
+
+def check_dropout(value: float | None, root: str) -> None:
+    """A `dropout` rate (pretraining's or fine-tuning's): null keeps the model config's."""
+    require(value is None or 0 <= value < 1, root, "dropout", "must be in [0, 1) or null", value)
 
 
 def check_classifier_pooling(value: str, root: str) -> None:

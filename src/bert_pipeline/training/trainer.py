@@ -35,6 +35,7 @@ from bert_pipeline.data.tokenizer import CLS, MASK, PAD, SEP, special_token_ids
 from bert_pipeline.fsutil import remove_killed_writes
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import load_pretrained, unreadable
+from bert_pipeline.model.config import dropout_fields
 from bert_pipeline.params import ConfigError
 from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import (
@@ -255,11 +256,7 @@ def build_module(
 ) -> BertPretrainingModule:
     """The LightningModule: the training dropout, `init_from` weights, compiled if asked; the
     masked-LM loss's constant divisor from `datamodule` when `mlm_loss_average` is "dataset"."""
-    train_config = model_config
-    if cfg.dropout is not None:
-        train_config = dataclasses.replace(
-            model_config, hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.dropout
-        )
+    train_config = dataclasses.replace(model_config, **dropout_fields(cfg.dropout))
     module = BertPretrainingModule(
         train_config.to_dict(),
         optimizer=dataclasses.asdict(cfg.optimizer),

@@ -8,7 +8,10 @@ seeds is chosen; the cells are the dev metrics of that rate's trials (each at th
 hold-out chose), mean and standard deviation over the seeds. Dev never chooses anything.
 A folder made with `finetune_glue.defaults.refit=true` holds that rate's seeds trained again on
 all of train, each stopped at its chosen epoch: its cells are those refits' dev metrics
-("refit on all N train"); otherwise the hold-out's rows were not trained on.
+("refit on all N train"); otherwise the hold-out's rows were not trained on. Where the trials
+hold several fine-tuning dropout rates (`finetune_glue.defaults.dropout` as a list), the rate is
+chosen with the dropout, by the same mean; `--row "NAME=DIR_A+DIR_B"` pools runs made one rate
+each (their saved model configs say which) into that choice.
 
 Rows are kept in `--results` (a JSON line per row and task), so rows made on other machines or
 in earlier sessions stay in the table; `--row` with a name already there replaces that row's
@@ -58,17 +61,23 @@ BERT_TINY_DEV = {
 
 
 def task_cell(record: dict) -> dict:
-    """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json."""
-    by_rate: dict[float, list[dict]] = {}
+    """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json.
+
+    Where the trials hold several dropout rates (a `dropout` grid, or folders pooled by
+    `read_row`), the rate is chosen with the dropout: the (dropout, lr) with the best mean."""
+    by_rate: dict[tuple[float | None, float], list[dict]] = {}
     for trial in record["trials"]:
         if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
             raise SystemExit(f"task {record['task']}: made without selection_holdout")
-        by_rate.setdefault(trial["learning_rate"], []).append(trial)
-    rate = max(by_rate, key=lambda r: statistics.fmean(t["best_score"] for t in by_rate[r]))
-    measured = [(t["history"], t["best_epoch"]) for t in by_rate[rate]]
+        by_rate.setdefault((trial.get("dropout"), trial["learning_rate"]), []).append(trial)
+    dropout, rate = max(
+        by_rate, key=lambda k: statistics.fmean(t["best_score"] for t in by_rate[k])
+    )
+    measured = [(t["history"], t["best_epoch"]) for t in by_rate[(dropout, rate)]]
     refits = record.get("refits", [])
     if refits:  # the same rate's seeds trained again on all of train, at their chosen epochs
-        assert {r["learning_rate"] for r in refits} == {rate}, "refit of another rate"
+        chosen = {(r.get("dropout"), r["learning_rate"]) for r in refits}
+        assert chosen == {(dropout, rate)}, "refit of another rate"
         measured = [(r["history"], r["epoch"]) for r in refits]
     dev = [
         metrics
@@ -79,6 +88,7 @@ def task_cell(record: dict) -> dict:
     values = {name: [100 * m[name] for m in dev] for name in get_task(record["task"]).metrics}
     return {
         "rate": rate,
+        **({"dropout": dropout} if dropout is not None else {}),
         "seeds": len(measured),
         "train": record["train_examples"],
         **({"refit": True} if refits else {}),
@@ -93,8 +103,11 @@ def combine_draws(cells: list[dict]) -> dict:
     if len({bool(c.get("refit")) for c in cells}) > 1:
         raise SystemExit("draws of one row must all be refit, or none")
     names = cells[0]["metrics"]
+    if len({"dropout" in c for c in cells}) > 1:
+        raise SystemExit("draws of one row must all choose a dropout rate, or none")
     return {
         "rate": [c["rate"] for c in cells],
+        **({"dropout": [c["dropout"] for c in cells]} if "dropout" in cells[0] else {}),
         "seeds": min(c["seeds"] for c in cells),
         "draws": len(cells),
         "train": cells[0]["train"],
@@ -103,14 +116,40 @@ def combine_draws(cells: list[dict]) -> dict:
     }
 
 
-def read_row(folder: Path) -> dict[str, dict]:
+def pooled(records: list[dict], rates: list[float]) -> dict:
+    """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
+    (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
+    record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
+    if len(set(rates)) < len(rates) or any(r.get("refits") for r in records):
+        raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
+    if len({r["train_examples"] for r in records}) > 1:
+        raise SystemExit("pooled folders must fine-tune the same training set")
+    trials = [
+        {**t, "dropout": rate} for r, rate in zip(records, rates, strict=True) for t in r["trials"]
+    ]
+    return {**records[0], "trials": trials}
+
+
+def read_row(spec: str) -> dict[str, dict]:
+    """A row's cells from a folder, or from folders joined by "+" (one run per dropout rate)."""
+    folders = [Path(f) for f in spec.split("+")]
     cells = {}
     for task in TASKS:
-        path = folder / "08_reporting" / "glue" / task / "dev_metrics.json"
-        if path.is_file():
-            cells[task] = task_cell(json.loads(path.read_text(encoding="utf-8")))
+        paths = [f / "08_reporting" / "glue" / task / "dev_metrics.json" for f in folders]
+        found = [path.is_file() for path in paths]
+        if not any(found):
+            continue
+        if not all(found):
+            missing = [str(path) for path, ok in zip(paths, found, strict=True) if not ok]
+            raise SystemExit(f"{spec}: {task} is missing from {missing}")
+        records = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+        if len(records) > 1:
+            configs = [f / "06_models" / "glue" / task / "config.json" for f in folders]
+            rates = [json.loads(c.read_text())["hidden_dropout_prob"] for c in configs]
+            records = [pooled(records, rates)]
+        cells[task] = task_cell(records[0])
     if not cells:
-        raise SystemExit(f"{folder}: no 08_reporting/glue/<task>/dev_metrics.json")
+        raise SystemExit(f"{spec}: no 08_reporting/glue/<task>/dev_metrics.json")
     return cells
 
 
@@ -156,7 +195,7 @@ def main() -> None:
     draws: dict[str, dict[str, list[dict]]] = {}
     for spec in args.row:
         name, _, folder = spec.partition("=")
-        for task, cell in read_row(Path(folder)).items():
+        for task, cell in read_row(folder).items():
             draws.setdefault(name, {}).setdefault(task, []).append(cell)
     earlier: dict[str, list[str]] = {}
     for spec in args.draw:
@@ -185,7 +224,8 @@ def main() -> None:
         f"those of `{args.results.name}`, each collected on the date it holds from the runs "
         "described under the table.",
         "",
-        "GLUE dev, x100. Ours: the learning rate chosen on a held-out slice of train "
+        "GLUE dev, x100. Ours: the learning rate (and the fine-tuning dropout, where a cell "
+        "names one) chosen on a held-out slice of train "
         "(`selection_holdout`), mean ± std over the seeds at that rate; dev chose nothing. "
         "A row of several pretraining draws: the mean ± std over the draws of each draw's "
         "mean at the rate its hold-out chose. The hold-out's rows are not trained on, except in "
@@ -205,9 +245,12 @@ def main() -> None:
             shown = " / ".join(f"{k} {m:.1f} ± {s:.1f}" for k, (m, s) in cell["metrics"].items())
             if "draws" in cell:
                 rates = " / ".join(f"{r:g}" for r in cell["rate"])
+                if "dropout" in cell:
+                    rates += ", dropout " + " / ".join(f"{r:g}" for r in cell["dropout"])
                 how = f"lr {rates}, {cell['draws']} pretraining draws x {cell['seeds']} seeds"
             else:
-                how = f"lr {cell['rate']:g}, {cell['seeds']} seeds"
+                dropout = f", dropout {cell['dropout']:g}" if "dropout" in cell else ""
+                how = f"lr {cell['rate']:g}{dropout}, {cell['seeds']} seeds"
             trained = "refit on all " if cell.get("refit") else ""
             out.append(f"{shown} ({how}, {trained}{cell['train']:,} train)")
         lines.append(f"| {name} | " + " | ".join(out) + " |")

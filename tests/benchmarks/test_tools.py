@@ -314,6 +314,36 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
         run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}")
 
 
+def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tmp_path):
+    """Runs of one task at dropout 0.1 and 0 joined by "+" are one (dropout, lr) grid: the pair
+    with the best mean hold-out wins, as in a run whose `dropout` lists both rates."""
+    runs = {
+        0.1: [_trial(1e-3, 1, [(0.50, 0.60)]), _trial(1e-4, 1, [(0.53, 0.61)])],
+        0.0: [_trial(1e-3, 1, [(0.55, 0.70)]), _trial(1e-4, 1, [(0.51, 0.90)])],
+    }
+
+    def write(name: str, trials: list[dict], dropout: float) -> Path:
+        report = tmp_path / name / "08_reporting" / "glue" / "stsb"
+        model = tmp_path / name / "06_models" / "glue" / "stsb"
+        for folder in (report, model):
+            folder.mkdir(parents=True)
+        record = {"task": "stsb", "train_examples": 90, "trials": trials}
+        (report / "dev_metrics.json").write_text(json.dumps(record))
+        (model / "config.json").write_text(json.dumps({"hidden_dropout_prob": dropout}))
+        return tmp_path / name
+
+    a, b, again = (write(n, runs[r], r) for n, r in (("a", 0.1), ("b", 0.0), ("again", 0.0)))
+    grid = [{**t, "tag": f"dropout_{r:g}", "dropout": r} for r, ts in runs.items() for t in ts]
+    both = write("grid", grid, 0.0)
+    out, results = tmp_path / "comparison.md", tmp_path / "comparison.jsonl"
+    tool = ["bert_tiny_comparison.py", "--output", str(out), "--results", str(results)]
+    run_tool(project_root, *tool, "--row", f"pooled={a}+{b}", "--row", f"grid={both}")
+    cell = "pearson 70.0 ± 0.0 / spearman 70.0 ± 0.0 (lr 0.001, dropout 0, 1 seeds, 90 train)"
+    assert f"| pooled | {cell} |" in out.read_text() and f"| grid | {cell} |" in out.read_text()
+    with pytest.raises(AssertionError, match="need distinct dropout rates"):
+        run_tool(project_root, *tool, "--row", f"same={b}+{again}")
+
+
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(
     project_root, tmp_path, monkeypatch
 ):

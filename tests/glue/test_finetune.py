@@ -263,6 +263,37 @@ def test_fine_tuning_dropout_replaces_the_checkpoints_and_travels_with_the_model
     assert result.checkpoint["config"]["attention_probs_dropout_prob"] == 0.0
 
 
+def test_a_dropout_grid_is_one_run_per_rate_chosen_jointly_with_the_lr(data):
+    """A list of `dropout` rates is a grid axis: each trial equals the one of a run at that
+    rate alone (same seeds, same hold-out rows), the (dropout, lr) whose trials scored best on
+    the hold-out on average is refit, and the model's config records the rate it trained with."""
+    checkpoint = tiny_checkpoint()
+    common = {"seeds": [1, 2], "epochs": 1, "selection_holdout": 0.25}
+    grid = _run(data, checkpoint, _two_trials(**common, dropout=[0.1, 0.0], refit=True))
+    alone = {
+        rate: _run(data, checkpoint, _two_trials(**common, dropout=rate)).trials
+        for rate in (0.1, 0.0)
+    }
+    assert [(t["tag"], t["dropout"]) for t in grid.trials] == [("dropout_0.1", 0.1)] * 4 + [
+        ("dropout_0", 0.0)
+    ] * 4
+    for t in grid.trials:
+        (same,) = [
+            a
+            for a in alone[t["dropout"]]
+            if (a["learning_rate"], a["seed"]) == (t["learning_rate"], t["seed"])
+        ]
+        assert t["history"] == same["history"]
+    mean = {}
+    for t in grid.trials:
+        mean.setdefault((t["dropout"], t["learning_rate"]), []).append(t["best_score"])
+    rate, lr = max(mean, key=lambda k: sum(mean[k]))
+    assert {(r["dropout"], r["learning_rate"]) for r in grid.refits} == {(rate, lr)}
+    assert (grid.best["dropout"], grid.best["learning_rate"]) == (rate, lr)
+    assert grid.checkpoint["config"]["hidden_dropout_prob"] == rate
+    assert grid.checkpoint["config"]["attention_probs_dropout_prob"] == rate
+
+
 def test_mnli_init_wiring():
     pipe = create_pipeline(tasks=["mnli", "rte", "stsb"], init_from_mnli=["rte"])
     inputs = {n.name: set(n.inputs) for n in pipe.nodes}

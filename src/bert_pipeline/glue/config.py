@@ -34,12 +34,35 @@ class GlueConfig(FinetuneConfig):
     # vocabulary drawn from it, fine-tuned with the same grid (the baseline pretraining must beat)
     random_init_seed: int | None = None
     # Hidden and attention dropout while fine-tuning (None: the checkpoint config's, 0.1 for
-    # BERT); the saved model's config records the value it was trained with
-    dropout: float | None = None
+    # BERT); a list of rates is one more grid axis, chosen with the learning rate. The saved
+    # model's config records the rate it was trained with
+    dropout: Any = None
+
+    @property
+    def dropout_grid(self) -> dict[str, float | None]:
+        """Trial tag -> dropout rate: one untagged trial set unless `dropout` is a list."""
+        if isinstance(self.dropout, list):
+            return {f"dropout_{rate:g}": rate for rate in self.dropout}
+        return {"": self.dropout}
 
     def check(self, root: str) -> None:
         super().check(root)
-        check_dropout(self.dropout, root)
+        rates = self.dropout if isinstance(self.dropout, list) else [self.dropout]
+        numbers = (
+            r is None or (isinstance(r, int | float) and not isinstance(r, bool)) for r in rates
+        )
+        require(
+            len(rates) > 0
+            and all(numbers)
+            and len(rates) == len(set(rates))
+            and (len(rates) == 1 or None not in rates),
+            root,
+            "dropout",
+            "must be null, a rate, or a list of distinct rates",
+            self.dropout,
+        )
+        for rate in rates:
+            check_dropout(rate, root)
         require(
             0 <= self.selection_holdout < 1,
             root,

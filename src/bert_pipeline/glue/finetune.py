@@ -119,7 +119,8 @@ def finetune_task(
     source: str = "checkpoint",
     mlflow_run_id: str | None = None,
 ) -> FinetuneResult:
-    """Runs the (lr, seed) grid and returns the best model as a checkpoint value plus its outputs.
+    """Runs the (lr, seed) grid, times each dropout rate when `dropout` lists several, and
+    returns the best model as a checkpoint value plus its outputs.
 
     `dev` and `test` hold all dev (test) splits of the task, told apart by their `split`
     column; the model selection signal is the dev score averaged over dev splits, or the
@@ -142,6 +143,7 @@ def finetune_task(
     length = config.max_seq_length
     dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
     test_features = encode(task, tokenizer, test, length)
+    dropouts = config.dropout_grid
 
     def builder(
         frame: pd.DataFrame, names: list[str], validated: list[GlueFeatures]
@@ -156,7 +158,7 @@ def finetune_task(
                 trial.seed,
                 config.classifier_pooling,
                 config.head_lstm_size,
-                config.dropout,
+                dropouts[trial.tag],
             )
             data = FinetuneDataModule(
                 train_features,
@@ -176,12 +178,16 @@ def finetune_task(
         task.name,
         config,
         builder(trained, val_names, held + dev_features),
+        tags=list(dropouts),
         mlflow_run_id=mlflow_run_id,
     )
     fitted = grid
     if config.refit:
         build_all = builder(train, dev_names, dev_features)
         fitted = refit(task.name, config, build_all, grid, mlflow_run_id=mlflow_run_id)
+    for record in [*grid.trials, *fitted.trials]:  # a dropout grid's tag, as the rate it sets
+        if record.get("tag"):
+            record["dropout"] = dropouts[record["tag"]]
     selected_on = fitted.best["history"][fitted.best["best_epoch"]]["metrics"]
     names = fitted.module.hparams.dev_names
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
@@ -200,7 +206,7 @@ def finetune_task(
     return FinetuneResult(
         checkpoint=out,
         dev_metrics={k: v for k, v in fitted.dev_metrics.items() if k != HOLDOUT},
-        best=best_summary(fitted),
+        best=best_summary(fitted) | {k: fitted.best[k] for k in ("dropout",) if k in fitted.best},
         trials=grid.trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,

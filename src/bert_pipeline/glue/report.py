@@ -15,6 +15,7 @@ SUMMARY_COLUMNS = [
     "score",
     "in_glue_average",
     "learning_rate",
+    "dropout",  # the chosen rate where `dropout` was a grid axis; empty otherwise
     "seed",
     "best_epoch",
     "train_examples",
@@ -61,6 +62,7 @@ def summary_table(results: Iterable[Mapping]) -> pd.DataFrame:
                 "score": round(scores[name], 2),
                 "in_glue_average": name in GLUE_SCORE_TASKS,
                 "learning_rate": record["best"]["learning_rate"],
+                "dropout": record["best"].get("dropout"),
                 "seed": record["best"]["seed"],
                 "best_epoch": record["best"]["best_epoch"] + 1,
                 "train_examples": record["train_examples"],
@@ -83,7 +85,9 @@ def summary_table(results: Iterable[Mapping]) -> pd.DataFrame:
 
 def summary_markdown(table: pd.DataFrame) -> str:
     """The summary table as GitHub markdown (no extra dependency)."""
-    shown = ["task", "metrics", "dev", "score", "learning_rate", "seed", "best_epoch"]
+    shown = ["task", "metrics", "dev", "score", "learning_rate", "dropout", "seed", "best_epoch"]
+    if table["dropout"].isna().all():
+        shown.remove("dropout")
     lines = [
         "# GLUE dev results",
         "",

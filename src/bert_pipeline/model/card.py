@@ -184,13 +184,16 @@ def _choice(record: Mapping[str, Any]) -> str:
     """How a GLUE record's model was chosen (and refit)."""
     best, trials = record["best"], len(record["trials"])
     where = "a held-out slice of train" if HOLDOUT in record.get("selected_on", {}) else "dev"
+    rate = f"lr {best['learning_rate']:g}"
+    if "dropout" in best:
+        rate += f", dropout {best['dropout']:g}"
     if not record.get("refits"):
         return (
-            f"- Best of {trials} trial(s) on {where}: lr {best['learning_rate']:g}, seed "
+            f"- Best of {trials} trial(s) on {where}: {rate}, seed "
             f"{best['seed']}, epoch {best['best_epoch'] + 1}."
         )
     return (
-        f"- lr {best['learning_rate']:g}: the best mean score of its seeds on {where} "
+        f"- {rate}: the best mean score of its seeds on {where} "
         f"({trials} trials); its best seed, {best['seed']}, trained again on all "
         f"{record['train_examples']:,} training examples and stopped at the epoch its trial "
         f"chose there, {best['best_epoch'] + 1}."

@@ -80,6 +80,7 @@ def _log_task_run(run: TaskRun, result: FinetuneResult, record: dict) -> None:
             "best_learning_rate": best["learning_rate"],
             "best_seed": best["seed"],
             "best_epoch": best["best_epoch"],
+            **({"best_dropout": best["dropout"]} if "dropout" in best else {}),
         },
         files={
             "dev_metrics.json": record,
@@ -166,10 +167,12 @@ def finetune_glue_task(
             record["mlflow_model"] = logged
         _log_task_run(run, result, record)
         scored_on = ", ".join(result.selected_on)  # the train hold-out or the dev split(s)
+        best = result.best
+        dropout = f"dropout {best['dropout']}, " if "dropout" in best else ""
         run.describe(
             f"GLUE {task.name} fine-tuned from {source}: best {scored_on} score "
-            f"{100 * result.best['best_score']:.2f} (lr {result.best['learning_rate']}, seed "
-            f"{result.best['seed']}, epoch {result.best['best_epoch'] + 1} of {config.epochs})"
+            f"{100 * best['best_score']:.2f} (lr {best['learning_rate']}, {dropout}seed "
+            f"{best['seed']}, epoch {best['best_epoch'] + 1} of {config.epochs})"
             + (f", then refit on all {result.trained_on} train rows." if result.refits else ".")
         )
     return result.checkpoint, record, result.dev_predictions, result.test_predictions

@@ -291,14 +291,15 @@ def test_namespaces_runs_one_glue_task(tmp_path, project_root, env):
         (tmp_path / "data" / "06_models" / "glue" / "rte" / "config.json").read_text()
     )
     assert config.get("classifier_pooling", "cls") == "cls"
-    assert len(metrics["trials"]) == (9 if env == "budget" else 1)
+    assert len(metrics["trials"]) == (18 if env == "budget" else 1)  # lr x seed x dropout
     assert {len(t["history"]) for t in metrics["trials"]} == {2 if env == "budget" else 1}
     if env == "budget":
         assert "train_holdout" in metrics["selected_on"]
         assert len(metrics["refits"]) == 3 and metrics["trained_on"] == 12
         card = (tmp_path / "data" / "06_models" / "glue" / "rte" / "README.md").read_text()
         assert "a random init (seed 0) of" in card
-        assert "seeds on a held-out slice of train (9 trials)" in card
+        assert "seeds on a held-out slice of train (18 trials)" in card
+        assert f"dropout {metrics['best']['dropout']:g}: the best mean score" in card
         assert "trained again on all 12 training examples" in card
 
 

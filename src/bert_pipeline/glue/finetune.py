@@ -119,8 +119,8 @@ def finetune_task(
     source: str = "checkpoint",
     mlflow_run_id: str | None = None,
 ) -> FinetuneResult:
-    """Runs the (lr, seed) grid, times each dropout rate when `dropout` lists several, and
-    returns the best model as a checkpoint value plus its outputs.
+    """Runs the (lr, seed) grid, once per rate where `dropout` lists several, and returns the
+    best model as a checkpoint value plus its outputs.
 
     `dev` and `test` hold all dev (test) splits of the task, told apart by their `split`
     column; the model selection signal is the dev score averaged over dev splits, or the
@@ -188,6 +188,9 @@ def finetune_task(
     for record in [*grid.trials, *fitted.trials]:  # a dropout grid's tag, as the rate it sets
         if record.get("tag"):
             record["dropout"] = dropouts[record["tag"]]
+    best = best_summary(fitted)
+    if "dropout" in fitted.best:
+        best["dropout"] = fitted.best["dropout"]
     selected_on = fitted.best["history"][fitted.best["best_epoch"]]["metrics"]
     names = fitted.module.hparams.dev_names
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
@@ -206,7 +209,7 @@ def finetune_task(
     return FinetuneResult(
         checkpoint=out,
         dev_metrics={k: v for k, v in fitted.dev_metrics.items() if k != HOLDOUT},
-        best=best_summary(fitted) | {k: fitted.best[k] for k in ("dropout",) if k in fitted.best},
+        best=best,
         trials=grid.trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,

@@ -62,7 +62,7 @@ def test_pipeline_parameter_errors():
         task_config("rte", {"hyperparameters": {"rte": {"classifier_pooling": "max"}}})
     with pytest.raises(ValueError, match=r"finetune_glue.hyperparameters.stsb.dropout=1.0 must be"):
         task_config("stsb", {"hyperparameters": {"stsb": {"dropout": 1.0}}})
-    for grid in ([0.1, 0.1], [0.1, "x"], [0.1, None], []):
+    for grid in ([0.1, 0.1], [0.1, 0.1 + 1e-9], [0.1, "x"], [0.1, None], []):
         with pytest.raises(ValueError, match=r"defaults.dropout=.* must be null, a rate, or a"):
             task_config("stsb", {"defaults": {"dropout": grid}})
     with pytest.raises(ValueError, match=r"defaults.dropout=1.5 must be in \[0, 1\)"):

@@ -54,8 +54,8 @@ class GlueConfig(FinetuneConfig):
         require(
             len(rates) > 0
             and all(numbers)
-            and len(rates) == len(set(rates))
-            and (len(rates) == 1 or None not in rates),
+            and (len(rates) == 1 or None not in rates)
+            and len(self.dropout_grid) == len(rates),  # distinct trial names
             root,
             "dropout",
             "must be null, a rate, or a list of distinct rates",

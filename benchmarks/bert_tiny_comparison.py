@@ -33,12 +33,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics
 from pathlib import Path
 
 from common import ROOT, command_line, mean_sd, read_jsonl, write_report
 
+from bert_pipeline.glue.config import dropout_tag
 from bert_pipeline.glue.tasks import HOLDOUT, get_task
+from bert_pipeline.training.selection import best_mean_rate
 
 STEM = Path(__file__).stem
 TASKS = ["cola", "sst2", "mrpc", "stsb", "rte"]
@@ -64,20 +65,17 @@ def task_cell(record: dict) -> dict:
     """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json.
 
     Where the trials hold several dropout rates (a `dropout` grid, or folders pooled by
-    `read_row`), the rate is chosen with the dropout: the (dropout, lr) with the best mean."""
-    by_rate: dict[tuple[float | None, float], list[dict]] = {}
+    `read_row`), the rate is chosen with the dropout, as the run chose (`best_mean_rate`)."""
     for trial in record["trials"]:
         if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
             raise SystemExit(f"task {record['task']}: made without selection_holdout")
-        by_rate.setdefault((trial.get("dropout"), trial["learning_rate"]), []).append(trial)
-    dropout, rate = max(
-        by_rate, key=lambda k: statistics.fmean(t["best_score"] for t in by_rate[k])
-    )
-    measured = [(t["history"], t["best_epoch"]) for t in by_rate[(dropout, rate)]]
+    chosen = best_mean_rate(record["trials"])
+    tag, rate, dropout = (chosen[0].get(k) for k in ("tag", "learning_rate", "dropout"))
+    measured = [(t["history"], t["best_epoch"]) for t in chosen]
     refits = record.get("refits", [])
     if refits:  # the same rate's seeds trained again on all of train, at their chosen epochs
-        chosen = {(r.get("dropout"), r["learning_rate"]) for r in refits}
-        assert chosen == {(dropout, rate)}, "refit of another rate"
+        refitted = {(r.get("tag"), r["learning_rate"]) for r in refits}
+        assert refitted == {(tag, rate)}, "refit of another rate"
         measured = [(r["history"], r["epoch"]) for r in refits]
     dev = [
         metrics
@@ -120,12 +118,16 @@ def pooled(records: list[dict], rates: list[float]) -> dict:
     """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
     (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
     record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
-    if len(set(rates)) < len(rates) or any(r.get("refits") for r in records):
+    if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
         raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
+    if any("tag" in t for r in records for t in r["trials"]):
+        raise SystemExit("pooled folders must each be one rate's run, not a dropout grid")
     if len({r["train_examples"] for r in records}) > 1:
         raise SystemExit("pooled folders must fine-tune the same training set")
     trials = [
-        {**t, "dropout": rate} for r, rate in zip(records, rates, strict=True) for t in r["trials"]
+        {**t, "tag": dropout_tag(rate), "dropout": rate}
+        for r, rate in zip(records, rates, strict=True)
+        for t in r["trials"]
     ]
     return {**records[0], "trials": trials}
 

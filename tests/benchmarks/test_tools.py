@@ -342,6 +342,8 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
     assert f"| pooled | {cell} |" in out.read_text() and f"| grid | {cell} |" in out.read_text()
     with pytest.raises(AssertionError, match="need distinct dropout rates"):
         run_tool(project_root, *tool, "--row", f"same={b}+{again}")
+    with pytest.raises(AssertionError, match="not a dropout grid"):
+        run_tool(project_root, *tool, "--row", f"regridded={both}+{a}")
 
 
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(

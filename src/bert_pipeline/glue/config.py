@@ -15,6 +15,11 @@ from bert_pipeline.training.config import (
 )
 
 
+def dropout_tag(rate: float) -> str:
+    """The trial tag of a fine-tuning dropout rate in a `dropout` grid."""
+    return f"dropout_{rate:g}"
+
+
 @dataclass
 class GlueConfig(FinetuneConfig):
     """The shared hyperparameters plus what the classifier reads: `classifier_pooling` "cls"
@@ -42,7 +47,7 @@ class GlueConfig(FinetuneConfig):
     def dropout_grid(self) -> dict[str, float | None]:
         """Trial tag -> dropout rate: one untagged trial set unless `dropout` is a list."""
         if isinstance(self.dropout, list):
-            return {f"dropout_{rate:g}": rate for rate in self.dropout}
+            return {dropout_tag(rate): rate for rate in self.dropout}
         return {"": self.dropout}
 
     def check(self, root: str) -> None:

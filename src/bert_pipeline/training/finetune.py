@@ -13,7 +13,6 @@ import dataclasses
 import inspect
 import logging
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +30,7 @@ from bert_pipeline.training.core import (
     mlflow_logger,
     warmup_steps_of,
 )
+from bert_pipeline.training.selection import best_mean_rate
 
 logger = logging.getLogger(__name__)
 
@@ -292,14 +292,11 @@ def refit(
 
     For a grid that chose on a hold-out of train: the refit trains on all of train (the
     hold-out included), so the rows that only chose are not lost, and dev still only measures.
-    The best rate is the one whose trials scored best on average (ties: the earlier); the
-    delivered model is the refit of that rate's best trial. MLflow prefix: `refit_<trial>`.
+    The rate is `best_mean_rate`'s; the delivered model is the refit of that rate's best
+    trial. MLflow prefix: `refit_<trial>`.
     """
-    by_rate: dict[tuple[str, float], list[dict]] = {}
-    for t in grid.trials:
-        by_rate.setdefault((t.get("tag", ""), t["learning_rate"]), []).append(t)
-    tag, lr = max(by_rate, key=lambda k: statistics.fmean(t["best_score"] for t in by_rate[k]))
-    chosen = by_rate[(tag, lr)]
+    chosen = best_mean_rate(grid.trials)
+    tag, lr = chosen[0].get("tag", ""), chosen[0]["learning_rate"]
     best = max(chosen, key=lambda t: t["best_score"])
     refits, kept = [], None
     for t in chosen:

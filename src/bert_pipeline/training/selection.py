@@ -1,0 +1,16 @@
+"""How a fine-tuning grid chooses: the one rule `finetune.refit` and
+benchmarks/bert_tiny_comparison.py share. Imports no ML framework."""
+
+from __future__ import annotations
+
+import statistics
+
+
+def best_mean_rate(trials: list[dict]) -> list[dict]:
+    """The trials of the (tag, learning rate) that scored best on average over its seeds (ties:
+    the earlier): one lucky seed does not choose a rate. The tag is a further grid axis, such
+    as a fine-tuning dropout rate ("" where there is none)."""
+    by_rate: dict[tuple[str, float], list[dict]] = {}
+    for t in trials:
+        by_rate.setdefault((t.get("tag", ""), t["learning_rate"]), []).append(t)
+    return max(by_rate.values(), key=lambda ts: statistics.fmean(t["best_score"] for t in ts))

@@ -1,0 +1,24 @@
+from bert_pipeline.training.selection import best_mean_rate
+
+
+def _trial(tag: str, lr: float, seed: int, score: float) -> dict:
+    return {**({"tag": tag} if tag else {}), "learning_rate": lr, "seed": seed, "best_score": score}
+
+
+def test_the_rate_with_the_best_mean_wins_over_one_lucky_seed():
+    trials = [
+        _trial("", 1e-4, 1, 0.90),  # the best single trial, in the worse mean
+        _trial("", 1e-4, 2, 0.50),
+        _trial("", 1e-3, 1, 0.80),
+        _trial("", 1e-3, 2, 0.80),
+    ]
+    assert best_mean_rate(trials) == trials[2:]
+
+
+def test_a_tag_is_a_grid_axis_and_a_tie_goes_to_the_earlier():
+    trials = [
+        _trial("dropout_0.1", 1e-3, 1, 0.70),
+        _trial("dropout_0", 1e-3, 1, 0.75),
+        _trial("dropout_0", 1e-4, 1, 0.75),
+    ]
+    assert best_mean_rate(trials) == [trials[1]]

@@ -65,7 +65,8 @@ def task_cell(record: dict) -> dict:
     """The chosen rate and, per dev metric, (mean, std) over its seeds, from a dev_metrics.json.
 
     Where the trials hold several dropout rates (a `dropout` grid, or folders pooled by
-    `read_row`), the rate is chosen with the dropout, as the run chose (`best_mean_rate`)."""
+    `read_row`), the rate is chosen with the dropout, by the best mean over the seeds
+    (`best_mean_rate`, the rule `refit` uses), whichever trial the run itself delivered."""
     for trial in record["trials"]:
         if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
             raise SystemExit(f"task {record['task']}: made without selection_holdout")
@@ -118,10 +119,10 @@ def pooled(records: list[dict], rates: list[float]) -> dict:
     """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
     (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
     record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
-    if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
-        raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
     if any("tag" in t for r in records for t in r["trials"]):
         raise SystemExit("pooled folders must each be one rate's run, not a dropout grid")
+    if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
+        raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
     if len({r["train_examples"] for r in records}) > 1:
         raise SystemExit("pooled folders must fine-tune the same training set")
     trials = [

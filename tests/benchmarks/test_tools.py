@@ -333,6 +333,7 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
         return tmp_path / name
 
     a, b, again = (write(n, runs[r], r) for n, r in (("a", 0.1), ("b", 0.0), ("again", 0.0)))
+    near = write("near", runs[0.1], 0.1 + 1e-9)  # another rate, but the same trial tag as 0.1
     grid = [{**t, "tag": f"dropout_{r:g}", "dropout": r} for r, ts in runs.items() for t in ts]
     both = write("grid", grid, 0.0)
     out, results = tmp_path / "comparison.md", tmp_path / "comparison.jsonl"
@@ -342,6 +343,8 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
     assert f"| pooled | {cell} |" in out.read_text() and f"| grid | {cell} |" in out.read_text()
     with pytest.raises(AssertionError, match="need distinct dropout rates"):
         run_tool(project_root, *tool, "--row", f"same={b}+{again}")
+    with pytest.raises(AssertionError, match="need distinct dropout rates"):
+        run_tool(project_root, *tool, "--row", f"near={a}+{near}")
     with pytest.raises(AssertionError, match="not a dropout grid"):
         run_tool(project_root, *tool, "--row", f"regridded={both}+{a}")
 

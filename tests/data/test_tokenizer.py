@@ -44,14 +44,18 @@ def test_trained_tokenizer_layout_and_roundtrip(tmp_path: Path):
 
 
 def test_training_gives_the_same_vocabulary_in_every_process(tmp_path: Path):
-    """tokenizers' trainer alone varies between processes (huggingface/tokenizers#1794)."""
+    """tokenizers' trainer alone varies between processes (huggingface/tokenizers#1794): in the
+    `##c` ids, and in which of equally rare characters the alphabet limit keeps."""
     words = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnrst"]
+    rare = [chr(0x4E00 + i) for i in range(100)]  # seen once each, so tied at the alphabet's cut
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(" ".join(words[i::7]) for i in range(7)), encoding="utf-8")
+    lines = [" ".join(words[i::7]) for i in range(7)] + [" ".join(rare[i::4]) for i in range(4)]
+    corpus.write_text("\n".join(lines), encoding="utf-8")
     script = (
         "import sys; from bert_pipeline.data.tokenizer import train_tokenizer, vocab_lines; "
         "texts = open(sys.argv[1], encoding='utf-8').read().splitlines(); "
-        "print('|'.join(vocab_lines(train_tokenizer(texts, vocab_size=200, min_frequency=1))))"
+        "print('|'.join(vocab_lines(train_tokenizer(texts, vocab_size=200, min_frequency=1, "
+        "limit_alphabet=36))))"
     )
     vocabularies = {
         subprocess.run(
@@ -62,6 +66,8 @@ def test_training_gives_the_same_vocabulary_in_every_process(tmp_path: Path):
     assert len(vocabularies) == 1
     vocab = vocabularies.pop().strip().split("|")
     assert vocab[:5] == SPECIAL_TOKENS and "##a" in vocab
+    # the 16 letters, then the 20 rare characters first in code-point order
+    assert [t for t in vocab if t in rare] == rare[:20]
 
 
 def test_vocab_txt_in_bert_uncased_layout(tmp_path: Path):

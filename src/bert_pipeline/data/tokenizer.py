@@ -107,9 +107,7 @@ def train_tokenizer(
 ) -> Tokenizer:
     """Trains a WordPiece vocabulary on `texts`; special tokens take ids 0..4 ([PAD]=0).
 
-    Small corpora give the same vocabulary every run (see `_continuation_tokens`). On 1M
-    Wikipedia sentences at 16k words, ~100 words still differ between runs, even in one
-    process with TOKENIZERS_PARALLELISM=false: another tie-break inside tokenizers' trainer.
+    The same texts give the same vocabulary in every run and process (see `_alphabet`).
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise TokenizerError(
@@ -118,11 +116,13 @@ def train_tokenizer(
         )
     texts = list(texts)  # read twice: once for the alphabet, once to train
     tok = _configure(Tokenizer(_wordpiece()), lowercase)
+    alphabet = _alphabet(tok, texts, limit_alphabet)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         limit_alphabet=limit_alphabet,
-        special_tokens=SPECIAL_TOKENS + _continuation_tokens(tok, texts, limit_alphabet),
+        initial_alphabet=alphabet,  # kept whole, so the limit cuts exactly the other characters
+        special_tokens=SPECIAL_TOKENS + ["##" + c for c in alphabet if not _splits_words(c)],
         continuing_subword_prefix="##",
         show_progress=False,
     )
@@ -133,18 +133,20 @@ def train_tokenizer(
     return _add_post_processor(trained, "trained tokenizer")
 
 
-def _continuation_tokens(tok: Tokenizer, texts: list[str], limit_alphabet: int) -> list[str]:
-    """`##c` for every character that can continue a word, in a fixed order.
+def _alphabet(tok: Tokenizer, texts: list[str], limit_alphabet: int) -> list[str]:
+    """The `limit_alphabet` most frequent characters (ties by code point), in code-point order.
 
-    tokenizers' trainer creates these tokens while iterating a hash map, so their ids, and through
-    tie-breaks between equally frequent merges the whole vocabulary, change from run to run
-    (huggingface/tokenizers#1794). Passing them in first, in sorted order, fixes their ids.
+    tokenizers' trainer cuts its alphabet among equally frequent characters, and creates the `##c`
+    tokens, in the order of a hash map, so the kept characters, the ids and through tie-breaks
+    between equally frequent merges the whole vocabulary change from run to run
+    (huggingface/tokenizers#1794). Passed in as the initial alphabet and as special tokens, the
+    characters and their `##c` ids are fixed.
     """
     counts: Counter[str] = Counter()
     for start in range(0, len(texts), 10_000):
         counts.update(tok.normalizer.normalize_str("\n".join(texts[start : start + 10_000])))
-    alphabet = sorted(counts, key=lambda c: (-counts[c], c))[:limit_alphabet]
-    return ["##" + c for c in sorted(alphabet) if not (c.isspace() or _splits_words(c))]
+    chars = [c for c in counts if not c.isspace()]  # the pre-tokenizer drops whitespace
+    return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:limit_alphabet])
 
 
 def _splits_words(char: str) -> bool:

@@ -47,15 +47,18 @@ def test_training_gives_the_same_vocabulary_in_every_process(tmp_path: Path):
     """tokenizers' trainer alone varies between processes (huggingface/tokenizers#1794): in the
     `##c` ids, and in which of equally rare characters the alphabet limit keeps."""
     words = [f"{a}{b}{c}" for a in "bcdfg" for b in "aeiou" for c in "lmnrst"]
+    # punctuation to Python's unicodedata that BertPreTokenizer keeps inside words
+    inner = [f"ba{chr(c)}" for c in range(0x2E52, 0x2E57)] * 3
     rare = [chr(0x4E00 + i) for i in range(100)]  # seen once each, so tied at the alphabet's cut
     corpus = tmp_path / "corpus.txt"
     lines = [" ".join(words[i::7]) for i in range(7)] + [" ".join(rare[i::4]) for i in range(4)]
+    lines.append(" ".join(inner))
     corpus.write_text("\n".join(lines), encoding="utf-8")
     script = (
         "import sys; from bert_pipeline.data.tokenizer import train_tokenizer, vocab_lines; "
         "texts = open(sys.argv[1], encoding='utf-8').read().splitlines(); "
         "print('|'.join(vocab_lines(train_tokenizer(texts, vocab_size=200, min_frequency=1, "
-        "limit_alphabet=36))))"
+        "limit_alphabet=41))))"
     )
     vocabularies = {
         subprocess.run(
@@ -65,8 +68,8 @@ def test_training_gives_the_same_vocabulary_in_every_process(tmp_path: Path):
     }
     assert len(vocabularies) == 1
     vocab = vocabularies.pop().strip().split("|")
-    assert vocab[:5] == SPECIAL_TOKENS and "##a" in vocab
-    # the 16 letters, then the 20 rare characters first in code-point order
+    assert vocab[:5] == SPECIAL_TOKENS and "##a" in vocab and "##\u2e52" in vocab
+    # the 16 letters and 5 inner characters, then the first 20 rare characters by code point
     assert [t for t in vocab if t in rare] == rare[:20]
 
 

@@ -7,7 +7,6 @@ continuations, `[CLS] A [SEP] B [SEP]` post-processor) so an HF vocab.txt works 
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,7 +121,7 @@ def train_tokenizer(
         min_frequency=min_frequency,
         limit_alphabet=limit_alphabet,
         initial_alphabet=alphabet,  # kept whole, so the limit cuts exactly the other characters
-        special_tokens=SPECIAL_TOKENS + ["##" + c for c in alphabet if not _splits_words(c)],
+        special_tokens=SPECIAL_TOKENS + ["##" + c for c in alphabet if _continues_words(tok, c)],
         continuing_subword_prefix="##",
         show_progress=False,
     )
@@ -136,11 +135,10 @@ def train_tokenizer(
 def _alphabet(tok: Tokenizer, texts: list[str], limit_alphabet: int) -> list[str]:
     """The `limit_alphabet` most frequent characters (ties by code point), in code-point order.
 
-    tokenizers' trainer cuts its alphabet among equally frequent characters, and creates the `##c`
-    tokens, in the order of a hash map, so the kept characters, the ids and through tie-breaks
-    between equally frequent merges the whole vocabulary change from run to run
-    (huggingface/tokenizers#1794). Passed in as the initial alphabet and as special tokens, the
-    characters and their `##c` ids are fixed.
+    tokenizers' trainer creates the `##c` tokens (huggingface/tokenizers#1794) and cuts its
+    alphabet among equally frequent characters in the order of a hash map, so the kept characters,
+    the ids and through tie-breaks between equally frequent merges the whole vocabulary change
+    from run to run. Passed in as the initial alphabet and as special tokens, they are fixed.
     """
     counts: Counter[str] = Counter()
     for start in range(0, len(texts), 10_000):
@@ -149,11 +147,9 @@ def _alphabet(tok: Tokenizer, texts: list[str], limit_alphabet: int) -> list[str
     return sorted(sorted(chars, key=lambda c: (-counts[c], c))[:limit_alphabet])
 
 
-def _splits_words(char: str) -> bool:
-    """Characters BertPreTokenizer always cuts out of words (BERT's `_is_punctuation`)."""
-    code = ord(char)
-    ascii_symbol = 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126
-    return ascii_symbol or unicodedata.category(char).startswith("P")
+def _continues_words(tok: Tokenizer, char: str) -> bool:
+    """Whether `char` can follow another character in a word, asked of the tokenizer itself."""
+    return len(tok.pre_tokenizer.pre_tokenize_str(tok.normalizer.normalize_str(f"a{char}a"))) == 1
 
 
 def _batched(texts: Iterable[str], size: int = 1000) -> Iterator[list[str]]:

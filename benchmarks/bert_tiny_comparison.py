@@ -24,7 +24,7 @@ the tasks NAME's folders hold in this call (for a draw whose folders are gone).
 
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
-        [--draw "budget, 60 min=an earlier row"] [--note "how the rows were made"] \\
+        [--draw "budget, 60 min=an earlier row"] [--note-file how_the_rows_were_made.md] \\
         [--results benchmarks/bert_tiny_comparison.jsonl]
 """
 
@@ -192,6 +192,8 @@ def main() -> None:
         "--draw", action="append", default=[], help="NAME=EARLIER ROW: one more draw of NAME"
     )
     parser.add_argument("--note", default="")
+    # the note outgrows the 128 KiB that Linux lets one argument hold
+    parser.add_argument("--note-file", type=Path, help="the note, read from this file")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
     args = parser.parse_args()
@@ -263,7 +265,8 @@ def main() -> None:
     ):
         out = [_reference(reference[t]) if t in reference else "-" for t in tasks]
         lines.append(f"| {label} | " + " | ".join(out) + " |")
-    write_report(lines, args.note, args.output)
+    note = args.note_file.read_text(encoding="utf-8").rstrip("\n") if args.note_file else args.note
+    write_report(lines, note, args.output)
 
 
 if __name__ == "__main__":

@@ -71,11 +71,13 @@ def baseline_checkout(revision: str | None, scratch: Path) -> Iterator[Path | No
 
 
 def command_line(script: str) -> str:
-    """This run's command for the report; --note is left out (it is printed under the table)."""
+    """This run's command for the report; --note and --note-file are left out (the note is printed
+    under the table)."""
     argv = sys.argv[1:]
-    if "--note" in argv:
-        i = argv.index("--note")
-        argv = argv[:i] + argv[i + 2 :]
+    for option in ("--note", "--note-file"):
+        if option in argv:
+            i = argv.index(option)
+            argv = argv[:i] + argv[i + 2 :]
     return shlex.join(["python", script, *argv])
 
 

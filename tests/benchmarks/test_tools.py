@@ -257,6 +257,7 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     run_tool(project_root, *tool, "--row", f"budget={tmp_path / 'ft'}", "--note-file", str(note))
     assert "| budget | pearson 97.5 ± 0.7" in out.read_text()
     assert out.read_text().endswith("|\n\nHow the rows were made: twice.\n")
+    assert "--note-file" not in out.read_text()
     assert len(results.read_text().splitlines()) == 2
     # a task fine-tuned later joins its row; the row's other cells stay
     later = tmp_path / "later" / "08_reporting" / "glue" / "rte"

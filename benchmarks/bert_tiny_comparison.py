@@ -191,9 +191,10 @@ def main() -> None:
     parser.add_argument(
         "--draw", action="append", default=[], help="NAME=EARLIER ROW: one more draw of NAME"
     )
-    parser.add_argument("--note", default="")
+    note_options = parser.add_mutually_exclusive_group()
+    note_options.add_argument("--note", default="")
     # the note outgrows the 128 KiB that Linux lets one argument hold
-    parser.add_argument("--note-file", type=Path, help="the note, read from this file")
+    note_options.add_argument("--note-file", type=Path, help="the note, read from this file")
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
     args = parser.parse_args()

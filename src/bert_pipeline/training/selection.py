@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import statistics
 
+# Scores are float32: two rates with the same count of right answers can differ in the last bits
+# of their means, which must not break a tie
+TIE = 1e-6
+
 
 def best_mean_rate(trials: list[dict]) -> list[dict]:
     """The trials of the (tag, learning rate) that scored best on average over its seeds (ties:
@@ -13,4 +17,9 @@ def best_mean_rate(trials: list[dict]) -> list[dict]:
     by_rate: dict[tuple[str, float], list[dict]] = {}
     for t in trials:
         by_rate.setdefault((t.get("tag", ""), t["learning_rate"]), []).append(t)
-    return max(by_rate.values(), key=lambda ts: statistics.fmean(t["best_score"] for t in ts))
+    best, best_mean = [], float("-inf")
+    for group in by_rate.values():
+        mean = statistics.fmean(t["best_score"] for t in group)
+        if mean > best_mean + TIE:
+            best, best_mean = group, mean
+    return best

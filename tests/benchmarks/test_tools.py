@@ -354,6 +354,29 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
         run_tool(project_root, *tool, "--row", f"regridded={both}+{a}")
 
 
+def test_holdout_noise_shows_each_hold_outs_choice_and_the_pooled_one(project_root, tmp_path):
+    """Two hold-outs that choose different rates; pooled, their four trials per rate choose by
+    the mean over all of them. Dev is each trial's at the epoch its own hold-out chose."""
+    runs = {
+        "0": [_trial(1e-3, 1, [(0.62, 0.40)]), _trial(1e-3, 2, [(0.60, 0.42)]),
+              _trial(1e-4, 1, [(0.45, 0.60)]), _trial(1e-4, 2, [(0.44, 0.62)])],
+        "1": [_trial(1e-3, 1, [(0.40, 0.44)]), _trial(1e-3, 2, [(0.10, 0.46)]),
+              _trial(1e-4, 1, [(0.50, 0.64)]), _trial(1e-4, 2, [(0.52, 0.66)])],
+    }  # fmt: skip
+    for seed, trials in runs.items():
+        folder = tmp_path / seed / "08_reporting" / "glue" / "stsb"
+        folder.mkdir(parents=True)
+        (folder / "dev_metrics.json").write_text(json.dumps({"task": "stsb", "trials": trials}))
+    out = tmp_path / "noise.md"
+    specs = [a for seed in runs for a in ("--run", f"{seed}={tmp_path / seed}")]
+    run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--output", str(out), *specs)
+    report = out.read_text()
+    high = "**61.0 / 41.0 ± 1.4** | 25.0 / 45.0 ± 1.4 | 43.0 / 43.0 ± 2.6"
+    low = "44.5 / 61.0 ± 1.4 | **51.0 / 65.0 ± 1.4** | **47.8 / 63.0 ± 2.6**"
+    assert f"| checkpoint, 0.001 | {high} |" in report
+    assert f"| checkpoint, 0.0001 | {low} |" in report
+
+
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(
     project_root, tmp_path, monkeypatch
 ):

@@ -1,0 +1,113 @@
+"""How much a task's fine-tuning choice depends on which rows of train were held out: collects
+`kedro run --env budget --pipeline finetune_glue` runs of one pretrained model that differ only in
+`finetune_glue.defaults.holdout_seed`; it runs nothing itself.
+
+Each run chose a (dropout, learning rate) cell on its own hold-out, by the best mean over the
+seeds of each trial's best hold-out score (`best_mean_rate`, the rule of
+benchmarks/bert_tiny_comparison.py). The report shows every cell's mean hold-out and dev score in
+every run, which cell each run chose, and the cell chosen by the mean over all runs' trials: a
+selection set as large as all the hold-outs together. Dev is read at the epoch each trial's own
+hold-out chose; dev chooses nothing.
+
+    python benchmarks/holdout_noise.py --task rte \\
+        --run 0=data/hour_glue --run 1=data/hour_glue_h1 --run 2=data/hour_glue_h2 \\
+        [--note-file how_the_runs_were_made.md] [--output benchmarks/holdout_noise_rte.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from common import ROOT, command_line, mean_sd, write_report
+
+from bert_pipeline.glue.tasks import HOLDOUT, get_task
+from bert_pipeline.training.selection import best_mean_rate
+
+
+def cell_of(trial: dict) -> tuple[float | None, float]:
+    return trial.get("dropout"), trial["learning_rate"]
+
+
+def dev_scores(trials: list[dict], metric: str) -> list[float]:
+    """Each trial's dev `metric` (x100) at the epoch its hold-out chose."""
+    return [
+        100 * metrics[metric]
+        for t in trials
+        for split, metrics in t["history"][t["best_epoch"]]["metrics"].items()
+        if split != HOLDOUT
+    ]
+
+
+def read_run(folder: Path, task: str) -> list[dict]:
+    path = folder / "08_reporting" / "glue" / task / "dev_metrics.json"
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file (a finetune_glue data_dir with {task} in it?)")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if any(HOLDOUT not in t["history"][0]["metrics"] for t in record["trials"]):
+        raise SystemExit(f"{path}: made without selection_holdout")
+    if record.get("refits"):
+        raise SystemExit(f"{path}: made with refit; the trials' dev is what this compares")
+    return record["trials"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", required=True)
+    parser.add_argument(
+        "--run", action="append", required=True, help="HOLDOUT_SEED=finetune data_dir"
+    )
+    note_options = parser.add_mutually_exclusive_group()
+    note_options.add_argument("--note", default="")
+    note_options.add_argument("--note-file", type=Path, help="the note, read from this file")
+    parser.add_argument("--output", type=Path, help="default: benchmarks/holdout_noise_<task>.md")
+    args = parser.parse_args()
+    output = args.output or ROOT / "benchmarks" / f"holdout_noise_{args.task}.md"
+    metric = get_task(args.task).metrics[0]
+    runs = {}
+    for spec in args.run:
+        seed, _, folder = spec.partition("=")
+        runs[seed] = read_run(Path(folder), args.task)
+    if len(runs) < 2:
+        raise SystemExit("--run: give at least two hold-out seeds")
+    cells = sorted({cell_of(t) for trials in runs.values() for t in trials}, key=str)
+    chosen = {seed: cell_of(best_mean_rate(trials)[0]) for seed, trials in runs.items()}
+    every = [t for trials in runs.values() for t in trials]
+    chosen["all"] = cell_of(best_mean_rate(every)[0])
+
+    def shown(trials: list[dict], pick: tuple) -> str:
+        mine = [t for t in trials if cell_of(t) == pick]
+        held = 100 * statistics.fmean(t["best_score"] for t in mine)
+        dev, sd = mean_sd(dev_scores(mine, metric))
+        return f"{held:.1f} / {dev:.1f} ± {sd:.1f}"
+
+    columns = [*runs, "all"]
+    lines = [
+        f"# How much {args.task.upper()}'s choice depends on the hold-out "
+        "(benchmarks/holdout_noise.py)",
+        "",
+        f"Last command: `{command_line('benchmarks/holdout_noise.py')}`",
+        "",
+        f"Each cell: the mean best hold-out score over the trials of that (dropout, learning rate)"
+        f" / their dev {metric} (x100) at the epochs their hold-outs chose, mean ± sd. A column is "
+        "one run's hold-out (`holdout_seed`); 'all' pools every run's trials. Bold: the cell that "
+        "column chose.",
+        "",
+        "| dropout, lr | " + " | ".join(f"hold-out seed {c}" for c in runs) + " | all |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for cell in cells:
+        out = []
+        for column in columns:
+            text = shown(every if column == "all" else runs[column], cell)
+            out.append(f"**{text}**" if chosen[column] == cell else text)
+        dropout, rate = cell
+        name = f"{'checkpoint' if dropout is None else f'{dropout:g}'}, {rate:g}"
+        lines.append(f"| {name} | " + " | ".join(out) + " |")
+    write_report(lines, args.note_file.read_text() if args.note_file else args.note, output)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,12 +2,12 @@
 `kedro run --env budget --pipeline finetune_glue` runs of one pretrained model that differ only in
 `finetune_glue.defaults.holdout_seed`; it runs nothing itself.
 
-Each run chose a (dropout, learning rate) cell on its own hold-out, by the best mean over the
-seeds of each trial's best hold-out score (`best_mean_rate`, the rule of
-benchmarks/bert_tiny_comparison.py). The report shows every cell's mean hold-out and dev score in
-every run, which cell each run chose, and the cell chosen by the mean over all runs' trials: a
-selection set as large as all the hold-outs together. Dev is read at the epoch each trial's own
-hold-out chose; dev chooses nothing.
+Each run's choice of a (dropout, learning rate) cell is recomputed with the rule `refit` uses
+(`best_mean_rate`: the best mean over the seeds of each trial's best hold-out score; a run without
+refit delivers its best single trial, which may sit in another cell). The report shows every cell's
+mean hold-out and dev score in every run, which cell each run's hold-out chose, and the cell chosen
+by the mean over all runs' trials, the hold-outs pooled (drawn independently, they may share rows).
+Dev is read at the epoch each trial's own hold-out chose; dev chooses nothing.
 
     python benchmarks/holdout_noise.py --task rte \\
         --run 0=data/hour_glue --run 1=data/hour_glue_h1 --run 2=data/hour_glue_h2 \\
@@ -69,16 +69,23 @@ def main() -> None:
     runs = {}
     for spec in args.run:
         seed, _, folder = spec.partition("=")
+        if seed in runs or seed == "all":
+            raise SystemExit(f"--run {spec!r}: each hold-out seed once, and none named 'all'")
         runs[seed] = read_run(Path(folder), args.task)
     if len(runs) < 2:
         raise SystemExit("--run: give at least two hold-out seeds")
-    cells = sorted({cell_of(t) for trials in runs.values() for t in trials}, key=str)
+    cells = sorted(
+        {cell_of(t) for trials in runs.values() for t in trials},
+        key=lambda c: (c[0] is not None, c[0] or 0.0, c[1]),
+    )
     chosen = {seed: cell_of(best_mean_rate(trials)[0]) for seed, trials in runs.items()}
     every = [t for trials in runs.values() for t in trials]
     chosen["all"] = cell_of(best_mean_rate(every)[0])
 
     def shown(trials: list[dict], pick: tuple) -> str:
         mine = [t for t in trials if cell_of(t) == pick]
+        if not mine:
+            return "-"
         held = 100 * statistics.fmean(t["best_score"] for t in mine)
         dev, sd = mean_sd(dev_scores(mine, metric))
         return f"{held:.1f} / {dev:.1f} ± {sd:.1f}"

@@ -356,12 +356,18 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
 
 def test_holdout_noise_shows_each_hold_outs_choice_and_the_pooled_one(project_root, tmp_path):
     """Two hold-outs that choose different rates; pooled, their four trials per rate choose by
-    the mean over all of them. Dev is each trial's at the epoch its own hold-out chose."""
+    the mean over all of them. Dev is each trial's at the epoch its own hold-out chose (the first
+    of two here), and the cells are in (dropout, rate) order."""
+
+    def trial(lr: float, seed: int, held: float, dev: float) -> dict:
+        later = (held - 0.05, 0.0)  # a worse second epoch whose dev must not be read
+        return {**_trial(lr, seed, [(held, dev), later]), "tag": "dropout_0", "dropout": 0.0}
+
     runs = {
-        "0": [_trial(1e-3, 1, [(0.62, 0.40)]), _trial(1e-3, 2, [(0.60, 0.42)]),
-              _trial(1e-4, 1, [(0.45, 0.60)]), _trial(1e-4, 2, [(0.44, 0.62)])],
-        "1": [_trial(1e-3, 1, [(0.40, 0.44)]), _trial(1e-3, 2, [(0.10, 0.46)]),
-              _trial(1e-4, 1, [(0.50, 0.64)]), _trial(1e-4, 2, [(0.52, 0.66)])],
+        "0": [trial(1e-3, 1, 0.62, 0.40), trial(1e-3, 2, 0.60, 0.42),
+              trial(1e-4, 1, 0.45, 0.60), trial(1e-4, 2, 0.44, 0.62)],
+        "1": [trial(1e-3, 1, 0.40, 0.44), trial(1e-3, 2, 0.10, 0.46),
+              trial(1e-4, 1, 0.50, 0.64), trial(1e-4, 2, 0.52, 0.66)],
     }  # fmt: skip
     for seed, trials in runs.items():
         folder = tmp_path / seed / "08_reporting" / "glue" / "stsb"
@@ -370,11 +376,11 @@ def test_holdout_noise_shows_each_hold_outs_choice_and_the_pooled_one(project_ro
     out = tmp_path / "noise.md"
     specs = [a for seed in runs for a in ("--run", f"{seed}={tmp_path / seed}")]
     run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--output", str(out), *specs)
-    report = out.read_text()
-    high = "**61.0 / 41.0 ± 1.4** | 25.0 / 45.0 ± 1.4 | 43.0 / 43.0 ± 2.6"
-    low = "44.5 / 61.0 ± 1.4 | **51.0 / 65.0 ± 1.4** | **47.8 / 63.0 ± 2.6**"
-    assert f"| checkpoint, 0.001 | {high} |" in report
-    assert f"| checkpoint, 0.0001 | {low} |" in report
+    low = "| 0, 0.0001 | 44.5 / 61.0 ± 1.4 | **51.0 / 65.0 ± 1.4** | **47.8 / 63.0 ± 2.6** |"
+    high = "| 0, 0.001 | **61.0 / 41.0 ± 1.4** | 25.0 / 45.0 ± 1.4 | 43.0 / 43.0 ± 2.6 |"
+    assert f"{low}\n{high}\n" in out.read_text()
+    with pytest.raises(AssertionError, match="each hold-out seed once"):
+        run_tool(project_root, "holdout_noise.py", "--task", "stsb", *specs, *specs[:2])
 
 
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(

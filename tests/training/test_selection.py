@@ -1,3 +1,5 @@
+import pytest
+
 from bert_pipeline.training.selection import best_mean_rate
 
 
@@ -31,3 +33,8 @@ def test_means_equal_but_for_float32_rounding_are_a_tie():
     trials = [_trial("", 1e-4, k, s) for k, s in enumerate(first)]
     trials += [_trial("", 3e-4, k, s) for k, s in enumerate(second)]
     assert best_mean_rate(trials) == trials[:3]
+
+
+def test_no_trials_is_an_error_that_says_so():
+    with pytest.raises(ValueError, match="no trials"):
+        best_mean_rate([])

@@ -14,6 +14,8 @@ def best_mean_rate(trials: list[dict]) -> list[dict]:
     """The trials of the (tag, learning rate) that scored best on average over its seeds (ties:
     the earlier): one lucky seed does not choose a rate. The tag is a further grid axis, such
     as a fine-tuning dropout rate ("" where there is none)."""
+    if not trials:
+        raise ValueError("no trials to choose a rate from")
     by_rate: dict[tuple[str, float], list[dict]] = {}
     for t in trials:
         by_rate.setdefault((t.get("tag", ""), t["learning_rate"]), []).append(t)

@@ -1,5 +1,5 @@
-"""How a fine-tuning grid chooses: the one rule `finetune.refit` and
-benchmarks/bert_tiny_comparison.py share. Imports no ML framework."""
+"""How a fine-tuning grid chooses: the one rule `finetune.refit` and the collectors
+benchmarks/bert_tiny_comparison.py and holdout_noise.py share. Imports no ML framework."""
 
 from __future__ import annotations
 

@@ -56,7 +56,15 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from common import ROOT, SHARED_DATA, command_line, cpu_name, kedro_run_command, mean_sd
+from common import (
+    ROOT,
+    SHARED_DATA,
+    command_line,
+    cpu_name,
+    glue_record_path,
+    kedro_run_command,
+    mean_sd,
+)
 
 OUT = Path(__file__).with_suffix(".md")
 NO_NSP = {"pretrain_data.examples.next_sentence": "false"}
@@ -164,7 +172,7 @@ def task_params(task: str, model: Path, head: dict, lr: str, seed: int, data: Pa
 def trial_record(task: str, data: Path) -> Path:
     if task == SQUAD:
         return data / "08_reporting" / "squad_metrics.json"
-    return data / "08_reporting" / "glue" / task / "dev_metrics.json"
+    return glue_record_path(data, task)
 
 
 def finetune(args: argparse.Namespace) -> None:

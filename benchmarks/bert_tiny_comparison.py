@@ -35,10 +35,19 @@ import datetime
 import json
 from pathlib import Path
 
-from common import ROOT, command_line, mean_sd, read_jsonl, write_report
+from common import (
+    ROOT,
+    command_line,
+    dev_at,
+    glue_record_path,
+    mean_sd,
+    read_jsonl,
+    require_holdout,
+    write_report,
+)
 
 from bert_pipeline.glue.config import dropout_tag
-from bert_pipeline.glue.tasks import HOLDOUT, get_task
+from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.training.selection import best_mean_rate
 
 STEM = Path(__file__).stem
@@ -67,9 +76,7 @@ def task_cell(record: dict) -> dict:
     Where the trials hold several dropout rates (a `dropout` grid, or folders pooled by
     `read_row`), the rate is chosen with the dropout, by the best mean over the seeds
     (`best_mean_rate`, the rule `refit` uses), whichever trial the run itself delivered."""
-    for trial in record["trials"]:
-        if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
-            raise SystemExit(f"task {record['task']}: made without selection_holdout")
+    require_holdout(record, f"task {record['task']}")
     chosen = best_mean_rate(record["trials"])
     tag, rate, dropout = (chosen[0].get(k) for k in ("tag", "learning_rate", "dropout"))
     measured = [(t["history"], t["best_epoch"]) for t in chosen]
@@ -78,12 +85,7 @@ def task_cell(record: dict) -> dict:
         refitted = {(r.get("tag"), r["learning_rate"]) for r in refits}
         assert refitted == {(tag, rate)}, "refit of another rate"
         measured = [(r["history"], r["epoch"]) for r in refits]
-    dev = [
-        metrics
-        for history, epoch in measured
-        for split, metrics in history[epoch]["metrics"].items()
-        if split != HOLDOUT
-    ]
+    dev = [metrics for history, epoch in measured for metrics in dev_at(history, epoch)]
     values = {name: [100 * m[name] for m in dev] for name in get_task(record["task"]).metrics}
     return {
         "rate": rate,
@@ -138,7 +140,7 @@ def read_row(spec: str) -> dict[str, dict]:
     folders = [Path(f) for f in spec.split("+")]
     cells = {}
     for task in TASKS:
-        paths = [f / "08_reporting" / "glue" / task / "dev_metrics.json" for f in folders]
+        paths = [glue_record_path(f, task) for f in folders]
         found = [path.is_file() for path in paths]
         if not any(found):
             continue

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from bert_pipeline.glue.loading import load_glue_tsv_task
-from bert_pipeline.glue.tasks import GlueTask, get_task
+from bert_pipeline.glue.tasks import HOLDOUT, GlueTask, get_task
 from bert_pipeline.training.config import FinetuneConfig, OptimizerParams
 
 if TYPE_CHECKING:  # torch is imported where it is used: the collectors start without it
@@ -95,6 +95,24 @@ def report_head(title: str, script: str, threads: int, load: tuple[float, float]
         f"1-min load average {load[0]:.1f} before, {load[1]:.1f} after "
         f"({threads} = this script alone)",
     ]
+
+
+def glue_record_path(data_dir: Path, task: str) -> Path:
+    """A task's `finetune_glue` record (trials, dev metrics): the catalog's
+    `{task}.glue_dev_metrics` under that run's `data_dir`."""
+    return data_dir / "08_reporting" / "glue" / task / "dev_metrics.json"
+
+
+def require_holdout(record: dict, source: str) -> None:
+    """Stops unless every trial of a GLUE record chose its epoch on a held-out slice of train."""
+    for trial in record["trials"]:
+        if HOLDOUT not in trial["history"][trial["best_epoch"]]["metrics"]:
+            raise SystemExit(f"{source}: made without selection_holdout")
+
+
+def dev_at(history: list[dict], epoch: int) -> list[dict]:
+    """Each dev split's metrics at `epoch` of a trial's history, the train hold-out left out."""
+    return [m for split, m in history[epoch]["metrics"].items() if split != HOLDOUT]
 
 
 def read_jsonl(path: Path) -> list[dict]:

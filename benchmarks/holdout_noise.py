@@ -21,9 +21,17 @@ import json
 import statistics
 from pathlib import Path
 
-from common import ROOT, command_line, mean_sd, write_report
+from common import (
+    ROOT,
+    command_line,
+    dev_at,
+    glue_record_path,
+    mean_sd,
+    require_holdout,
+    write_report,
+)
 
-from bert_pipeline.glue.tasks import HOLDOUT, get_task
+from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.training.selection import best_mean_rate
 
 
@@ -33,21 +41,15 @@ def cell_of(trial: dict) -> tuple[float | None, float]:
 
 def dev_scores(trials: list[dict], metric: str) -> list[float]:
     """Each trial's dev `metric` (x100) at the epoch its hold-out chose."""
-    return [
-        100 * metrics[metric]
-        for t in trials
-        for split, metrics in t["history"][t["best_epoch"]]["metrics"].items()
-        if split != HOLDOUT
-    ]
+    return [100 * m[metric] for t in trials for m in dev_at(t["history"], t["best_epoch"])]
 
 
 def read_run(folder: Path, task: str) -> list[dict]:
-    path = folder / "08_reporting" / "glue" / task / "dev_metrics.json"
+    path = glue_record_path(folder, task)
     if not path.is_file():
         raise SystemExit(f"{path}: no such file (a finetune_glue data_dir with {task} in it?)")
     record = json.loads(path.read_text(encoding="utf-8"))
-    if any(HOLDOUT not in t["history"][0]["metrics"] for t in record["trials"]):
-        raise SystemExit(f"{path}: made without selection_holdout")
+    require_holdout(record, str(path))
     if record.get("refits"):
         raise SystemExit(f"{path}: made with refit; the trials' dev is what this compares")
     return record["trials"]

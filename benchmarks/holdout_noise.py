@@ -51,7 +51,10 @@ def read_run(folder: Path, task: str) -> list[dict]:
     record = json.loads(path.read_text(encoding="utf-8"))
     require_holdout(record, str(path))
     if record.get("refits"):
-        raise SystemExit(f"{path}: made with refit; the trials' dev is what this compares")
+        raise SystemExit(
+            f"{path}: made with refit (as `holdouts` > 1 needs); the trials' dev is what this "
+            "compares: run it on runs of one hold-out each, without refit"
+        )
     return record["trials"]
 
 

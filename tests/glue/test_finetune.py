@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 
 import pandas as pd
 import pytest
@@ -165,12 +166,11 @@ def test_a_refit_trains_the_chosen_rate_again_on_all_of_train(data, monkeypatch)
         glue_params({"defaults": {"refit": True}}).task_config("rte")
 
 
-def test_a_refit_stops_after_its_trials_epoch_on_the_whole_schedule(data):
-    """Each refit keeps the epoch its trial chose and stops there, its learning rate still
-    on the schedule of all `epochs` (not decayed to zero at the kept epoch)."""
+def _refit_build(data):
+    """(a refit's `build` of a tiny MNLI classifier scored on dev_matched, its encoded train)."""
     from bert_pipeline.glue.finetune import build_classifier, encode
     from bert_pipeline.glue.module import GlueModule
-    from bert_pipeline.training.finetune import FinetuneDataModule, GridResult, refit
+    from bert_pipeline.training.finetune import FinetuneDataModule
 
     task, checkpoint = get_task("mnli"), tiny_checkpoint()
     tokenizer = tokenizer_from_checkpoint(checkpoint, "tiny", lowercase=True)
@@ -182,13 +182,23 @@ def test_a_refit_stops_after_its_trials_epoch_on_the_whole_schedule(data):
         loaders = FinetuneDataModule(train, dev, None, 8, 64, trial.seed)
         return GlueModule(model, task, ["dev_matched"], trial), loaders
 
+    return build, train
+
+
+def test_a_refit_stops_after_its_trials_epoch_on_the_whole_schedule(data):
+    """Each refit keeps the epoch its trial chose and stops there, its learning rate still
+    on the schedule of all `epochs` (not decayed to zero at the kept epoch)."""
+    from bert_pipeline.training.finetune import refit
+
+    build, train = _refit_build(data)
+
     def trial(lr, seed, epoch, score):
         return {"learning_rate": lr, "seed": seed, "best_epoch": epoch, "best_score": score}
 
     trials = [trial(1e-3, 1, 2, 0.9), trial(1e-3, 2, 2, 0.1), trial(1e-4, 1, 0, 0.6)]
     trials.append(trial(1e-4, 2, 1, 0.7))  # 1e-4: the best mean (0.65 > 0.5), seed 2 its best
     config = _two_trials(seeds=[1, 2], epochs=3)
-    fitted = refit("mnli", config, build, GridResult(None, None, None, trials[0], trials))
+    fitted = refit("mnli", config, build, trials)
     assert [(r["learning_rate"], r["seed"], r["epoch"]) for r in fitted.trials] == [
         (1e-4, 1, 0),
         (1e-4, 2, 1),
@@ -204,6 +214,128 @@ def test_a_refit_stops_after_its_trials_epoch_on_the_whole_schedule(data):
     assert fitted.module.lr_schedulers().get_last_lr()[0] == pytest.approx(expected)
 
 
+def test_several_holdouts_choose_on_their_pooled_scores(data, caplog, monkeypatch):
+    """holdouts: the grid runs once per hold-out, each holding its own rows out; the (dropout,
+    rate) with the best mean over every hold-out's trials is refit, each seed stopped at the
+    median of the epochs its trials chose, and the seed with the best mean delivers the model."""
+    from bert_pipeline.glue import finetune
+    from bert_pipeline.glue.tasks import HOLDOUT
+    from bert_pipeline.training.selection import best_mean_rate
+
+    encoded = []
+    encode = finetune.encode
+
+    def spy(task, tokenizer, frame, length):
+        encoded.append(frame)
+        return encode(task, tokenizer, frame, length)
+
+    monkeypatch.setattr(finetune, "encode", spy)
+    config = _two_trials(
+        seeds=[1, 2],
+        epochs=3,
+        selection_holdout=0.25,
+        holdout_seed=4,
+        holdouts=3,
+        refit=True,
+        dropout=[0.1, 0.0],
+    )
+    with caplog.at_level(logging.INFO, logger="bert_pipeline.training.finetune"):
+        result = _run(data, tiny_checkpoint(), config)
+    draws = [finetune._hold_out(get_task("mnli"), data["train"], 0.25, s) for s in (4, 5, 6)]
+    held = [set(f["idx"]) for f in encoded if (f["split"] == HOLDOUT).all()]
+    assert held == [set(h["idx"]) for _, h in draws] and len({frozenset(h) for h in held}) == 3
+    trained = [f for f in encoded if (f["split"] == "train").all() and len(f) < len(data["train"])]
+    assert [set(f["idx"]) for f in trained] == [set(t["idx"]) for t, _ in draws]
+    logged = [r.getMessage().split(":")[0] for r in caplog.records if ": best " in r.getMessage()]
+    assert logged[0] == "mnli holdout_4_dropout_0.1_lr_0.001_seed_1" and len(logged) == 24
+    assert [t["holdout_seed"] for t in result.trials] == [4] * 8 + [5] * 8 + [6] * 8
+
+    chosen = best_mean_rate(result.trials)  # over every hold-out's trials
+    tag, rate = chosen[0]["tag"], chosen[0]["learning_rate"]
+    assert {t["holdout_seed"] for t in chosen} == {4, 5, 6}
+    epochs = {s: sorted(t["best_epoch"] for t in chosen if t["seed"] == s) for s in (1, 2)}
+    assert [(r["tag"], r["learning_rate"], r["seed"]) for r in result.refits] == [
+        (tag, rate, 1),
+        (tag, rate, 2),
+    ]
+    assert {r["seed"]: r["epoch"] for r in result.refits} == {s: e[1] for s, e in epochs.items()}
+    by_seed = {
+        s: statistics.fmean(t["best_score"] for t in chosen if t["seed"] == s) for s in (1, 2)
+    }
+    seed = max(by_seed, key=by_seed.get)
+    assert result.best == {
+        "tag": tag,
+        "learning_rate": rate,
+        "seed": seed,
+        "best_epoch": epochs[seed][1],
+        "best_score": by_seed[seed],
+        "dropout": {"dropout_0.1": 0.1, "dropout_0": 0.0}[tag],
+    }
+    at_choice = [
+        t["history"][t["best_epoch"]]["metrics"][HOLDOUT] for t in chosen if t["seed"] == seed
+    ]
+    assert result.selected_on == {
+        HOLDOUT: {k: statistics.fmean(m[k] for m in at_choice) for k in at_choice[0]}
+    }
+    kept = next(r for r in result.refits if r["seed"] == seed)
+    assert result.dev_metrics == kept["history"][kept["epoch"]]["metrics"]
+    assert result.trained_on == len(data["train"])
+
+
+@pytest.mark.parametrize(
+    ("defaults", "bad"),
+    [
+        ({"selection_holdout": 0.1, "holdouts": 3}, "holdouts=3"),
+        ({"selection_holdout": 0.1, "holdouts": 0, "refit": True}, "holdouts=0"),
+        ({"selection_holdout": 0.1, "holdout_seed": -1}, "holdout_seed=-1"),
+        ({"seeds": [1, 1]}, "seeds"),
+    ],
+)
+def test_holdout_parameters_are_checked(defaults, bad):
+    from bert_pipeline.glue.config import glue_params
+
+    with pytest.raises(ValueError, match=f"finetune_glue.defaults.{bad}"):
+        glue_params({"defaults": defaults}).task_config("rte")
+
+
+def test_a_refit_over_several_holdouts_pools_each_seeds_trials(data):
+    """Trials of three hold-outs: the rate is chosen on all of them (hold-out 0 alone would
+    choose the other); each seed stops at the median of its epochs, the best mean seed delivers."""
+    from bert_pipeline.training.finetune import _pooled, refit
+
+    build, _ = _refit_build(data)
+
+    scores = {  # (lr, seed): [(epoch, score) on hold-outs 0, 1, 2]
+        (1e-3, 1): [(2, 0.9), (2, 0.1), (2, 0.1)],
+        (1e-3, 2): [(2, 0.9), (2, 0.1), (2, 0.1)],
+        (1e-4, 1): [(2, 0.5), (0, 0.6), (1, 0.7)],
+        (1e-4, 2): [(0, 0.6), (2, 0.7), (2, 0.65)],
+    }
+    trials = [
+        {"learning_rate": lr, "seed": seed, "best_epoch": e, "best_score": v, "holdout_seed": h}
+        for h in range(3)
+        for (lr, seed), by_holdout in scores.items()
+        for e, v in [by_holdout[h]]
+    ]
+    config = _two_trials(seeds=[1, 2], epochs=3)
+    fitted = refit("mnli", config, build, trials)
+    assert [(r["learning_rate"], r["seed"], r["epoch"]) for r in fitted.trials] == [
+        (1e-4, 1, 1),
+        (1e-4, 2, 2),
+    ]
+    assert [len(r["history"]) for r in fitted.trials] == [2, 3]
+    assert fitted.best == {
+        "learning_rate": 1e-4,
+        "seed": 2,
+        "best_epoch": 2,
+        "best_score": pytest.approx(0.65),
+    }
+    assert fitted.module.best_epoch == 2
+    assert fitted.dev_metrics == fitted.trials[1]["history"][2]["metrics"]
+    two = [{**trials[0], "best_epoch": e} for e in (1, 0)]  # of two epochs, the lower
+    assert _pooled(two)["best_epoch"] == 0
+
+
 def test_a_phrase_holdout_holds_out_whole_sentences():
     """SST-2's train holds each sentence and its phrases: the hold-out draws sentences, scores
     only them (dev holds sentences), and trains on none of their phrases, which carry their
@@ -214,8 +346,7 @@ def test_a_phrase_holdout_holds_out_whole_sentences():
     phrases = [p for s in sentences for p in (s.rsplit(" ", 1)[0], s.split(" ", 2)[2])]
     texts = phrases[:40] + sentences + phrases[40:]  # the order of the file does not matter
     train = pd.DataFrame({"text_a": texts, "text_b": None, "label": range(len(texts))})
-    config = GlueConfig(selection_holdout=0.1, holdout_seed=3)
-    rest, held = _hold_out(get_task("sst2"), train, config)
+    rest, held = _hold_out(get_task("sst2"), train, 0.1, 3)
     assert len(held) == 4 and set(held["text_a"]) <= set(sentences)
     held_sentence = {t.split()[0][:-1] for t in held["text_a"]}  # "w7a" -> "w7"
     trained_sentence = {t.split()[0][:-1] for t in rest["text_a"]}
@@ -223,12 +354,12 @@ def test_a_phrase_holdout_holds_out_whole_sentences():
     assert len(rest) == len(train) - 4 * 3  # each held sentence takes its two phrases along
     assert set(held["split"]) == {"train_holdout"}
 
-    rest_rows, held_rows = _hold_out(get_task("cola"), train, config)
+    rest_rows, held_rows = _hold_out(get_task("cola"), train, 0.1, 3)
     expected = train.sample(frac=0.1, random_state=3)
     assert held_rows["text_a"].tolist() == expected["text_a"].tolist()
     assert len(rest_rows) == len(train) - len(expected)
     with pytest.raises(ValueError, match="selection_holdout=0.01 of 40 train sentences"):
-        _hold_out(get_task("sst2"), train, GlueConfig(selection_holdout=0.01))
+        _hold_out(get_task("sst2"), train, 0.01, 0)
 
 
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):

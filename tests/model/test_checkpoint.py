@@ -253,3 +253,18 @@ def test_a_random_init_like_a_checkpoint_has_its_architecture_and_vocabulary_onl
     assert torch.equal(first["state_dict"][key], again["state_dict"][key])
     assert not torch.equal(first["state_dict"][key], other["state_dict"][key])
     assert not torch.equal(first["state_dict"][key], trained["state_dict"][key])
+
+
+def test_glue_card_says_a_choice_pooled_over_holdouts():
+    """`holdouts`: the card names how many hold-outs chose and that the epoch is their median."""
+    config = BertConfig.from_preset("tiny", vocab_size=100).to_dict()
+    trials = [
+        {"learning_rate": 1e-3, "seed": 1, "best_epoch": h, "holdout_seed": h} for h in (0, 1)
+    ]
+    best = {"learning_rate": 1e-3, "seed": 1, "best_epoch": 0, "best_score": 0.5}
+    record = {"best": best, "dev_metrics": {"dev": {"pearson": 0.5}}, "trials": trials}
+    record |= {"train_examples": 10, "dev_examples": 4, "refits": [{"seed": 1}]}
+    record |= {"selected_on": {"train_holdout": {"pearson": 0.5}}}
+    card = glue_card(config, "stsb", record, "a folder")
+    assert "seeds on 2 held-out slices of train, pooled (2 trials)" in card
+    assert "stopped at the median of the epochs its trials chose there, 1." in card

@@ -32,8 +32,13 @@ class GlueConfig(FinetuneConfig):
     # `holdout_seed`, and chooses on it: dev is then reported, never used to choose.
     selection_holdout: float = 0.0
     holdout_seed: int = 0
+    # More than one: the grid runs once per hold-out (seeds holdout_seed, holdout_seed + 1, ...)
+    # and chooses on their pooled scores, as one hold-out of a small task can be too few rows to
+    # tell the grid's cells apart; needs `refit` to deliver one model
+    holdouts: int = 1
     # After a hold-out chose: train the chosen rate's seeds again on all of train, each stopped
-    # at the epoch its trial chose, so the hold-out's rows are trained on too
+    # at the epoch its trial chose (over several hold-outs, the median of their epochs), so the
+    # hold-out's rows are trained on too
     refit: bool = False
     # None: the pretrained weights; a seed: a random init of the same architecture and
     # vocabulary drawn from it, fine-tuned with the same grid (the baseline pretraining must beat)
@@ -49,6 +54,11 @@ class GlueConfig(FinetuneConfig):
         if isinstance(self.dropout, list):
             return {dropout_tag(rate): rate for rate in self.dropout}
         return {"": self.dropout}
+
+    @property
+    def holdout_seeds(self) -> list[int]:
+        """The seeds of the hold-outs a grid chooses on."""
+        return list(range(self.holdout_seed, self.holdout_seed + self.holdouts))
 
     def check(self, root: str) -> None:
         super().check(root)
@@ -74,6 +84,14 @@ class GlueConfig(FinetuneConfig):
             "selection_holdout",
             "must be in [0, 1): 0 chooses on dev, a share of train chooses on that share",
             self.selection_holdout,
+        )
+        require(self.holdout_seed >= 0, root, "holdout_seed", "must be >= 0", self.holdout_seed)
+        require(
+            self.holdouts == 1 or (self.holdouts > 1 and self.refit),
+            root,
+            "holdouts",
+            "must be 1, or more with refit: true (which delivers one model from their choice)",
+            self.holdouts,
         )
         require(
             not self.refit or self.selection_holdout > 0,

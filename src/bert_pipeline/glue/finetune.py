@@ -9,6 +9,7 @@ MLflow is used only when a run id is given.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -124,9 +125,10 @@ def finetune_task(
 
     `dev` and `test` hold all dev (test) splits of the task, told apart by their `split`
     column; the model selection signal is the dev score averaged over dev splits, or the
-    train hold-out's (`selection_holdout`). With `refit` the chosen rate's seeds then train
-    again on all of train, each stopped at its chosen epoch, and the model and dev metrics are
-    the refit's. With `mlflow_run_id` every trial's metrics go to that run, prefixed by the
+    train hold-out's (`selection_holdout`; with `holdouts` the grid runs once per hold-out and
+    chooses on all of their trials). With `refit` the chosen rate's seeds then train again on
+    all of train, each stopped at its chosen epoch, and the model and dev metrics are the
+    refit's. With `mlflow_run_id` every trial's metrics go to that run, prefixed by the
     trial's name.
     """
     if len(train) == 0:
@@ -138,8 +140,8 @@ def finetune_task(
     if missing:
         raise ValueError(f"task {task.name}: no rows for dev split(s) {missing}")
     dev_frames = [dev[dev["split"] == s].reset_index(drop=True) for s in dev_names]
-    trained, holdout = _hold_out(task, train, config)
-    val_names = [HOLDOUT, *dev_names] if holdout is not None else dev_names
+    with_holdout = config.selection_holdout > 0
+    val_names = [HOLDOUT, *dev_names] if with_holdout else dev_names
     length = config.max_seq_length
     dev_features = [encode(task, tokenizer, f, length) for f in dev_frames]
     test_features = encode(task, tokenizer, test, length)
@@ -172,26 +174,37 @@ def finetune_task(
 
         return build
 
-    # the hold-out is validated first; the module chooses on it alone
-    held = [encode(task, tokenizer, holdout, length)] if holdout is not None else []
-    grid = run_grid(
-        task.name,
-        config,
-        builder(trained, val_names, held + dev_features),
-        tags=list(dropouts),
-        mlflow_run_id=mlflow_run_id,
-    )
-    fitted = grid
+    pooled = config.holdouts > 1
+    trials: list[dict[str, Any]] = []
+    for seed in config.holdout_seeds:
+        trained, holdout = _hold_out(task, train, config.selection_holdout, seed)
+        # the hold-out is validated first; the module chooses on it alone
+        held = [encode(task, tokenizer, holdout, length)] if holdout is not None else []
+        fitted = run_grid(
+            task.name,
+            config,
+            builder(trained, val_names, held + dev_features),
+            tags=list(dropouts),
+            prefix=f"holdout_{seed}_" if pooled else "",
+            mlflow_run_id=mlflow_run_id,
+        )
+        trials += fitted.trials
+        if pooled:  # the refit delivers the model: each grid's own best may go
+            for record in fitted.trials:
+                record["holdout_seed"] = seed
+            fitted = None
     if config.refit:
         build_all = builder(train, dev_names, dev_features)
-        fitted = refit(task.name, config, build_all, grid, mlflow_run_id=mlflow_run_id)
-    for record in [*grid.trials, *fitted.trials]:  # a dropout grid's tag, as the rate it sets
+        fitted = refit(task.name, config, build_all, trials, mlflow_run_id=mlflow_run_id)
+    assert fitted is not None
+    # a dropout grid's tag, as the rate it sets (a pooled choice's best is a record of its own)
+    for record in [*trials, *fitted.trials, fitted.best]:
         if record.get("tag"):
             record["dropout"] = dropouts[record["tag"]]
     best = best_summary(fitted)
     if "dropout" in fitted.best:
         best["dropout"] = fitted.best["dropout"]
-    selected_on = fitted.best["history"][fitted.best["best_epoch"]]["metrics"]
+    selected_on = _selected_on(trials, fitted.best)
     names = fitted.module.hparams.dev_names
     dev_preds = [  # kept from the best epoch's dev pass: no extra pass over dev
         _prediction_frame(task, frame, fitted.module.best_predictions[names.index(name)])
@@ -210,35 +223,49 @@ def finetune_task(
         checkpoint=out,
         dev_metrics={k: v for k, v in fitted.dev_metrics.items() if k != HOLDOUT},
         best=best,
-        trials=grid.trials,
+        trials=trials,
         dev_predictions=pd.concat(dev_preds, ignore_index=True),
         test_predictions=test_preds,
-        selected_on={HOLDOUT: selected_on[HOLDOUT]} if holdout is not None else dict(selected_on),
+        selected_on={HOLDOUT: selected_on[HOLDOUT]} if with_holdout else selected_on,
         refits=fitted.trials if config.refit else [],
         trained_on=len(train) if config.refit else len(trained),
     )
 
 
+def _selected_on(trials: list[dict[str, Any]], best: Mapping[str, Any]) -> dict:
+    """The metrics that chose the delivered trial at its chosen epoch: over several hold-outs,
+    each metric's mean over the trials of its cell and seed."""
+
+    def key(t: Mapping[str, Any]) -> tuple:
+        return t.get("tag", ""), t["learning_rate"], t["seed"]
+
+    at_best = [t["history"][t["best_epoch"]]["metrics"] for t in trials if key(t) == key(best)]
+    return {
+        split: {name: statistics.fmean(m[split][name] for m in at_best) for name in values}
+        for split, values in at_best[0].items()
+    }
+
+
 def _hold_out(
-    task: GlueTask, train: pd.DataFrame, config: GlueConfig
+    task: GlueTask, train: pd.DataFrame, share: float, seed: int
 ) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """(the rows trained on, the rows held out to choose on or None), `selection_holdout` of
-    train drawn with `holdout_seed`: the same rows for every trial, so trials compare.
+    """(the rows trained on, the rows held out to choose on or None), `share` of train drawn
+    with `seed`: the same rows for every trial, so trials compare.
 
     Where train holds the phrases of its sentences (SST-2), sentences are drawn: a held-out
     sentence's phrases are not trained on, or its label would leak through them, and only the
     sentence is scored, as dev holds sentences only."""
-    if not config.selection_holdout:
+    if not share:
         return train, None
     train = train.reset_index(drop=True)
     rows = np.arange(len(train))
     sentence = np.array(_containing_row(train["text_a"])) if task.train_has_phrases else rows
     units = train[sentence == rows]
-    held = units.sample(frac=config.selection_holdout, random_state=config.holdout_seed)
+    held = units.sample(frac=share, random_state=seed)
     if len(held) == 0 or len(held) == len(units):
         kind = "sentences" if task.train_has_phrases else "rows"
         raise ValueError(
-            f"task {task.name}: selection_holdout={config.selection_holdout} of {len(units)} "
+            f"task {task.name}: selection_holdout={share} of {len(units)} "
             f"train {kind} leaves none to hold out or none to train on"
         )
     rest = train[~np.isin(sentence, held.index)].reset_index(drop=True)

@@ -192,11 +192,17 @@ def _choice(record: Mapping[str, Any]) -> str:
             f"- Best of {trials} trial(s) on {where}: {rate}, seed "
             f"{best['seed']}, epoch {best['best_epoch'] + 1}."
         )
+    holdouts = len({t.get("holdout_seed") for t in record["trials"]})
+    if holdouts > 1:
+        where = f"{holdouts} held-out slices of train, pooled"
+        epoch = "the median of the epochs its trials chose there"
+    else:
+        epoch = "the epoch its trial chose there"
     return (
         f"- {rate}: the best mean score of its seeds on {where} "
         f"({trials} trials); its best seed, {best['seed']}, trained again on all "
-        f"{record['train_examples']:,} training examples and stopped at the epoch its trial "
-        f"chose there, {best['best_epoch'] + 1}."
+        f"{record['train_examples']:,} training examples and stopped at {epoch}, "
+        f"{best['best_epoch'] + 1}."
     )
 
 

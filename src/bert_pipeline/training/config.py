@@ -335,12 +335,13 @@ class FinetuneConfig(DeviceParams):
     def check(self, root: str) -> None:
         self.check_devices(root)
         for name in ("learning_rates", "seeds"):
+            values = getattr(self, name)
             require(
-                bool(getattr(self, name)),
+                bool(values) and len(set(values)) == len(values),
                 root,
                 name,
-                "must be a non-empty list",
-                getattr(self, name),
+                "must be a non-empty list of distinct values (trials are named by them)",
+                values,
             )
         for name in (
             "batch_size",

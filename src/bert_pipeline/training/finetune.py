@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import logging
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -241,19 +242,21 @@ def run_grid(
     build: Build,
     *,
     tags: list[str] | None = None,
+    prefix: str = "",
     mlflow_run_id: str | None = None,
 ) -> GridResult:
     """Trains every (tag x lr x seed) trial; the best dev score wins (ties: the earlier trial).
 
     `build(trial)` returns a fresh module and its data. With `mlflow_run_id` every trial's
-    metrics go to that run, prefixed by the trial's name.
+    metrics go to that run, prefixed by `prefix` and the trial's name (as are its log lines).
     """
     trials, best = [], None
     for tag in tags or [""]:
         for lr in config.learning_rates:
             for seed in config.seeds:
                 trial = TrialParams(lr, seed, config.weight_decay, config.warmup_proportion, tag)
-                module, trainer, data = _fit(config, build, trial, trial.name, mlflow_run_id)
+                label = f"{prefix}{trial.name}"
+                module, trainer, data = _fit(config, build, trial, label, mlflow_run_id)
                 record = {
                     **({"tag": tag} if tag else {}),
                     "learning_rate": float(lr),
@@ -266,7 +269,7 @@ def run_grid(
                 logger.info(
                     "%s %s: best %s score %.4f at epoch %d",
                     name,
-                    trial.name,
+                    label,
                     module.scored_on(),
                     module.best_score,
                     module.best_epoch,
@@ -283,7 +286,7 @@ def refit(
     name: str,
     config: FinetuneConfig,
     build: Build,
-    grid: GridResult,
+    trials: list[dict[str, Any]],
     *,
     mlflow_run_id: str | None = None,
 ) -> GridResult:
@@ -292,14 +295,20 @@ def refit(
 
     For a grid that chose on a hold-out of train: the refit trains on all of train (the
     hold-out included), so the rows that only chose are not lost, and dev still only measures.
-    The rate is `best_mean_rate`'s; the delivered model is the refit of that rate's best
-    trial. MLflow prefix: `refit_<trial>`.
+    The rate is `best_mean_rate`'s over `trials` (a grid's records); the delivered model is the
+    refit of that rate's best trial. A grid run on several hold-outs has a trial per seed on
+    each: the seed stops at the median (the lower of two) of their epochs and scores their
+    mean, in a `best` record of its own. MLflow prefix: `refit_<trial>`.
     """
-    chosen = best_mean_rate(grid.trials)
+    chosen = best_mean_rate(trials)
     tag, lr = chosen[0].get("tag", ""), chosen[0]["learning_rate"]
-    best = max(chosen, key=lambda t: t["best_score"])
-    refits, kept = [], None
+    by_seed: dict[int, list[dict]] = {}
     for t in chosen:
+        by_seed.setdefault(t["seed"], []).append(t)
+    seeds = [_pooled(group) for group in by_seed.values()]
+    best = max(seeds, key=lambda t: t["best_score"])
+    refits, kept = [], None
+    for t in seeds:
         trial = TrialParams(lr, t["seed"], config.weight_decay, config.warmup_proportion, tag)
         module, trainer, data = _fit(
             config, build, trial, f"refit_{trial.name}", mlflow_run_id, t["best_epoch"]
@@ -325,6 +334,21 @@ def refit(
     module, trainer, data = kept
     module.model.load_state_dict(module.best_state)
     return GridResult(module, trainer, data, best, refits)
+
+
+def _pooled(trials: list[dict]) -> dict:
+    """One seed's trials of one cell as one: itself, or over several hold-outs the median
+    epoch (an epoch that was chosen) and the mean score."""
+    if len(trials) == 1:
+        return trials[0]
+    first = trials[0]
+    return {
+        **({"tag": first["tag"]} if "tag" in first else {}),
+        "learning_rate": first["learning_rate"],
+        "seed": first["seed"],
+        "best_epoch": statistics.median_low(t["best_epoch"] for t in trials),
+        "best_score": statistics.fmean(t["best_score"] for t in trials),
+    }
 
 
 def best_summary(result: GridResult) -> dict[str, Any]:

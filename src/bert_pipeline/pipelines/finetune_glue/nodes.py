@@ -167,6 +167,8 @@ def finetune_glue_task(
             record["mlflow_model"] = logged
         _log_task_run(run, result, record)
         scored_on = ", ".join(result.selected_on)  # the train hold-out or the dev split(s)
+        if config.holdouts > 1:
+            scored_on = f"mean {scored_on} (hold-outs {config.holdout_seeds})"
         best = result.best
         dropout = f"dropout {best['dropout']}, " if "dropout" in best else ""
         run.describe(

@@ -354,33 +354,71 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
         run_tool(project_root, *tool, "--row", f"regridded={both}+{a}")
 
 
-def test_holdout_noise_shows_each_hold_outs_choice_and_the_pooled_one(project_root, tmp_path):
-    """Two hold-outs that choose different rates; pooled, their four trials per rate choose by
-    the mean over all of them. Dev is each trial's at the epoch its own hold-out chose (the first
-    of two here), and the cells are in (dropout, rate) order."""
+def _noise_runs() -> dict[str, list[dict]]:
+    """Two hold-outs' trials that choose different rates; pooled, the four trials per rate
+    choose by the mean over all of them. Each trial's later epoch is worse on its hold-out."""
 
     def trial(lr: float, seed: int, held: float, dev: float) -> dict:
         later = (held - 0.05, 0.0)  # a worse second epoch whose dev must not be read
         return {**_trial(lr, seed, [(held, dev), later]), "tag": "dropout_0", "dropout": 0.0}
 
-    runs = {
+    return {
         "0": [trial(1e-3, 1, 0.62, 0.40), trial(1e-3, 2, 0.60, 0.42),
               trial(1e-4, 1, 0.45, 0.60), trial(1e-4, 2, 0.44, 0.62)],
         "1": [trial(1e-3, 1, 0.40, 0.44), trial(1e-3, 2, 0.10, 0.46),
               trial(1e-4, 1, 0.50, 0.64), trial(1e-4, 2, 0.52, 0.66)],
     }  # fmt: skip
+
+
+_NOISE_TABLE = (
+    "| 0, 0.0001 | 44.5 / 61.0 ± 1.4 | **51.0 / 65.0 ± 1.4** | **47.8 / 63.0 ± 2.6** |\n"
+    "| 0, 0.001 | **61.0 / 41.0 ± 1.4** | 25.0 / 45.0 ± 1.4 | 43.0 / 43.0 ± 2.6 |\n"
+)
+
+
+def _write_record(folder: Path, record: dict) -> None:
+    folder = folder / "08_reporting" / "glue" / "stsb"
+    folder.mkdir(parents=True)
+    (folder / "dev_metrics.json").write_text(json.dumps({"task": "stsb", **record}))
+
+
+def test_holdout_noise_shows_each_hold_outs_choice_and_the_pooled_one(project_root, tmp_path):
+    """Dev is each trial's at the epoch its own hold-out chose (the first of two here), and the
+    cells are in (dropout, rate) order."""
+    runs = _noise_runs()
     for seed, trials in runs.items():
-        folder = tmp_path / seed / "08_reporting" / "glue" / "stsb"
-        folder.mkdir(parents=True)
-        (folder / "dev_metrics.json").write_text(json.dumps({"task": "stsb", "trials": trials}))
+        _write_record(tmp_path / seed, {"trials": trials})
     out = tmp_path / "noise.md"
     specs = [a for seed in runs for a in ("--run", f"{seed}={tmp_path / seed}")]
     run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--output", str(out), *specs)
-    low = "| 0, 0.0001 | 44.5 / 61.0 ± 1.4 | **51.0 / 65.0 ± 1.4** | **47.8 / 63.0 ± 2.6** |"
-    high = "| 0, 0.001 | **61.0 / 41.0 ± 1.4** | 25.0 / 45.0 ± 1.4 | 43.0 / 43.0 ± 2.6 |"
-    assert f"{low}\n{high}\n" in out.read_text()
+    assert _NOISE_TABLE in out.read_text()
     with pytest.raises(AssertionError, match="each hold-out seed once"):
         run_tool(project_root, "holdout_noise.py", "--task", "stsb", *specs, *specs[:2])
+
+
+def test_holdout_noise_reads_a_run_of_several_hold_outs(project_root, tmp_path):
+    """One run with `holdouts: 2` (its trials keep their `holdout_seed`) gives the same table as
+    two runs of one hold-out each, and its refit's dev, read at the refit's kept epoch, below."""
+    trials = [{**t, "holdout_seed": int(seed)} for seed, ts in _noise_runs().items() for t in ts]
+    refits = [
+        {**_trial(1e-4, seed, [(0.0, dev), (0.0, dev - 0.3)]), "epoch": 0}
+        for seed, dev in ((1, 0.70), (2, 0.72))
+    ]
+    _write_record(tmp_path / "pooled", {"trials": trials, "refits": refits})
+    out = tmp_path / "noise.md"
+    pooled = ("--task", "stsb", "--pooled", str(tmp_path / "pooled"))
+    run_tool(project_root, "holdout_noise.py", *pooled, "--output", str(out))
+    text = out.read_text()
+    assert "| hold-out seed 0 | hold-out seed 1 | all |" in text
+    assert _NOISE_TABLE in text
+    assert "chosen epochs (0, 0): dev pearson 71.0 ± 1.4." in text
+    _write_record(tmp_path / "single", {"trials": _noise_runs()["0"]})
+    with pytest.raises(AssertionError, match="a run of one hold-out"):
+        run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--pooled",
+                 str(tmp_path / "single"))  # fmt: skip
+    with pytest.raises(AssertionError, match="made with refit"):
+        run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--run",
+                 f"0={tmp_path / 'pooled'}", "--run", f"1={tmp_path / 'single'}")  # fmt: skip
 
 
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(

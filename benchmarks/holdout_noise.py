@@ -43,9 +43,10 @@ def cell_of(trial: dict) -> tuple[float | None, float]:
     return trial.get("dropout"), trial["learning_rate"]
 
 
-def dev_scores(trials: list[dict], metric: str) -> list[float]:
-    """Each trial's dev `metric` (x100) at the epoch its hold-out chose."""
-    return [100 * m[metric] for t in trials for m in dev_at(t["history"], t["best_epoch"])]
+def dev_scores(records: list[dict], metric: str, epoch: str = "best_epoch") -> list[float]:
+    """Each record's dev `metric` (x100) at its `epoch` key: the one a trial's hold-out chose, or
+    the one a refit kept ("epoch")."""
+    return [100 * m[metric] for r in records for m in dev_at(r["history"], r[epoch])]
 
 
 def read_record(folder: Path, task: str) -> tuple[Path, dict]:
@@ -143,9 +144,7 @@ def main() -> None:
         name = f"{'checkpoint' if dropout is None else f'{dropout:g}'}, {rate:g}"
         lines.append(f"| {name} | " + " | ".join(out) + " |")
     if refits:
-        dev, sd = mean_sd(
-            [100 * m[metric] for r in refits for m in dev_at(r["history"], r["epoch"])]
-        )
+        dev, sd = mean_sd(dev_scores(refits, metric, epoch="epoch"))
         epochs = ", ".join(str(r["epoch"]) for r in refits)
         lines += [
             "",

@@ -1,11 +1,12 @@
-"""Checkpoints belong to a run, a resume never starts over unasked, a failed write tears no
-checkpoint, and damaged checkpoint files are named with their parameter."""
+"""Checkpoints belong to a run, a resume never starts over unasked, a SIGTERM fails the run, a
+failed write tears no checkpoint, and damaged checkpoint files are named with their parameter."""
 
 from __future__ import annotations
 
 import builtins
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from lightning.pytorch import Callback
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import save_pretrained
 from bert_pipeline.params import ConfigError
+from bert_pipeline.training.core import StoppedBySignal
 from bert_pipeline.training.trainer import run_training
 from tests.training.test_training import tiny_config
 
@@ -232,3 +234,32 @@ def test_a_kill_mid_write_keeps_the_last_checkpoint_and_resume_clears_the_fragme
     resumed = run_training(tiny_shards, tiny_tokenizer, tiny_config(tmp_path, resume=True))
     assert resumed.metrics["global_step"] == 6
     assert sorted(p.name for p in folder.iterdir()) == [".run.lock", "last.ckpt", "step-6.ckpt"]
+
+
+class _SigtermAtStep(Callback):
+    """`kill <pid>` after the given step, as a scheduler preempting the job would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_sigterm_fails_the_run_and_names_the_checkpoint_that_continues_it(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    last = re.escape(str(tmp_path / "ckpt" / "last.ckpt"))
+    handler, stop = signal.getsignal(signal.SIGTERM), _SigtermAtStep(4)
+    with pytest.raises(StoppedBySignal, match=f"at step 4: .*resume=true continues from {last}"):
+        run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path), extra_callbacks=[stop])
+    assert signal.getsignal(signal.SIGTERM) == handler, "Lightning's handler outlived fit"
+    resumed = run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path, resume=True))
+    assert resumed.metrics["global_step"] == 6
+
+    early = tmp_path / "early"
+    with pytest.raises(StoppedBySignal, match=r"at step 2: .*no checkpoint written yet"):
+        run_training(
+            tiny_examples, tiny_tokenizer, tiny_config(early), extra_callbacks=[_SigtermAtStep(2)]
+        )

@@ -17,6 +17,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import nn
 
 from bert_pipeline.fsutil import atomic_file
@@ -175,6 +176,23 @@ def build_trainer(
         num_sanity_val_steps=0,
         **loop,
     )
+
+
+class StoppedBySignal(RuntimeError):
+    """A run that SIGTERM (`kill`, a scheduler's preemption) ended before its last step."""
+
+
+def fit_or_fail(
+    trainer: pl.Trainer, module: pl.LightningModule, after: Callable[[], str], **fit: Any
+) -> None:
+    """`trainer.fit`, where SIGTERM is a failure. Lightning ends `fit` on SIGTERM with
+    SystemExit(None), so `kedro run` would exit 0 without its outputs, as if it had finished.
+    `after()` says what the stop left behind."""
+    try:
+        trainer.fit(module, **fit)
+    except SIGTERMException:
+        step = f"step {trainer.global_step:,}"
+        raise StoppedBySignal(f"training stopped by SIGTERM at {step}: {after()}") from None
 
 
 class SiblingCheckpointIO(TorchCheckpointIO):

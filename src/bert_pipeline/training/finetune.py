@@ -28,6 +28,7 @@ from bert_pipeline.training.config import FinetuneConfig, OptimizerParams, Trial
 from bert_pipeline.training.core import (
     build_trainer,
     configure_adamw,
+    fit_or_fail,
     mlflow_logger,
     warmup_steps_of,
 )
@@ -232,7 +233,7 @@ def _fit(
         max_epochs=config.epochs,
         log_every_n_steps=config.log_every_n_steps,
     )
-    trainer.fit(module, datamodule=data)
+    fit_or_fail(trainer, module, lambda: "the task's results were not saved", datamodule=data)
     return module, trainer, data
 
 

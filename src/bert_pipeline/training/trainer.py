@@ -45,7 +45,7 @@ from bert_pipeline.training.callbacks import (
     TokenThroughput,
 )
 from bert_pipeline.training.config import TrainingConfig
-from bert_pipeline.training.core import build_trainer, mlflow_logger
+from bert_pipeline.training.core import build_trainer, fit_or_fail, mlflow_logger
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.hardware import AUTO, choose
 from bert_pipeline.training.module import BertPretrainingModule
@@ -325,7 +325,23 @@ def fit(
             logger.info("resuming from %s", ckpt_path)
         elif trainer.is_global_zero:
             archive_checkpoints(cfg.checkpoint_dir)
-        trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        fit_or_fail(
+            trainer,
+            module,
+            lambda: what_a_stop_left(cfg),
+            datamodule=datamodule,
+            ckpt_path=ckpt_path,
+            weights_only=True,
+        )
+
+
+def what_a_stop_left(cfg: TrainingConfig) -> str:
+    """The checkpoint a stopped run continues from: a fresh run archived any earlier one's."""
+    last = Path(cfg.checkpoint_dir) / "last.ckpt"
+    if not last.exists():
+        every = cfg.checkpoint_every_n_steps
+        return f"nothing was exported, and no checkpoint written yet (one every {every:,} steps)"
+    return f"nothing was exported; pretrain_model.resume=true continues from {last}"
 
 
 def final_metrics(

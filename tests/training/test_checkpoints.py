@@ -18,6 +18,7 @@ import torch
 from kedro.framework.session import KedroSession
 from kedro.framework.startup import bootstrap_project
 from lightning.pytorch import Callback
+from lightning.pytorch.trainer.states import TrainerFn
 
 from bert_pipeline.model import BertConfig, BertForPreTraining
 from bert_pipeline.model.checkpoint import save_pretrained
@@ -262,4 +263,18 @@ def test_a_sigterm_fails_the_run_and_names_the_checkpoint_that_continues_it(
     with pytest.raises(StoppedBySignal, match=r"at step 2: .*no checkpoint written yet"):
         run_training(
             tiny_examples, tiny_tokenizer, tiny_config(early), extra_callbacks=[_SigtermAtStep(2)]
+        )
+
+
+class _SigtermInFinalValidation(Callback):
+    def on_validation_batch_end(self, trainer, *args, **kwargs):
+        if trainer.state.fn == TrainerFn.VALIDATING:  # `validate` after `fit`, not fit's own
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_sigterm_in_the_final_validation_fails_the_run(tmp_path, tiny_tokenizer, tiny_examples):
+    cfg = tiny_config(tmp_path, max_steps=7)  # step 7 is not a validation step: validated after
+    with pytest.raises(StoppedBySignal, match="at step 7: .*resume=true continues from"):
+        run_training(
+            tiny_examples, tiny_tokenizer, cfg, extra_callbacks=[_SigtermInFinalValidation()]
         )

@@ -7,9 +7,10 @@ the MLflow run kedro-mlflow opened, or into a task's child run (`bert_pipeline.t
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import lightning.pytorch as pl
@@ -182,14 +183,13 @@ class StoppedBySignal(RuntimeError):
     """A run that SIGTERM (`kill`, a scheduler's preemption) ended before its last step."""
 
 
-def fit_or_fail(
-    trainer: pl.Trainer, module: pl.LightningModule, after: Callable[[], str], **fit: Any
-) -> None:
-    """`trainer.fit`, where SIGTERM is a failure. Lightning ends `fit` on SIGTERM with
-    SystemExit(None), so `kedro run` would exit 0 without its outputs, as if it had finished.
-    `after()` says what the stop left behind."""
+@contextlib.contextmanager
+def sigterm_fails(trainer: pl.Trainer, after: Callable[[], str]) -> Iterator[None]:
+    """Makes SIGTERM a failure of the Trainer calls inside. Lightning ends `fit` or `validate`
+    on SIGTERM with SystemExit(None), so `kedro run` would exit 0 without its outputs, as if it
+    had finished. `after()` says what the stop left behind."""
     try:
-        trainer.fit(module, **fit)
+        yield
     except SIGTERMException:
         step = f"step {trainer.global_step:,}"
         raise StoppedBySignal(f"training stopped by SIGTERM at {step}: {after()}") from None

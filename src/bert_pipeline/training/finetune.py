@@ -28,8 +28,8 @@ from bert_pipeline.training.config import FinetuneConfig, OptimizerParams, Trial
 from bert_pipeline.training.core import (
     build_trainer,
     configure_adamw,
-    fit_or_fail,
     mlflow_logger,
+    sigterm_fails,
     warmup_steps_of,
 )
 from bert_pipeline.training.selection import best_mean_rate
@@ -233,7 +233,8 @@ def _fit(
         max_epochs=config.epochs,
         log_every_n_steps=config.log_every_n_steps,
     )
-    fit_or_fail(trainer, module, lambda: "the task's results were not saved", datamodule=data)
+    with sigterm_fails(trainer, lambda: "the task's results were not saved"):
+        trainer.fit(module, datamodule=data)
     return module, trainer, data
 
 

@@ -45,7 +45,7 @@ from bert_pipeline.training.callbacks import (
     TokenThroughput,
 )
 from bert_pipeline.training.config import TrainingConfig
-from bert_pipeline.training.core import build_trainer, fit_or_fail, mlflow_logger
+from bert_pipeline.training.core import build_trainer, mlflow_logger, sigterm_fails
 from bert_pipeline.training.data import ExampleTable, PretrainingDataModule
 from bert_pipeline.training.hardware import AUTO, choose
 from bert_pipeline.training.module import BertPretrainingModule
@@ -325,14 +325,8 @@ def fit(
             logger.info("resuming from %s", ckpt_path)
         elif trainer.is_global_zero:
             archive_checkpoints(cfg.checkpoint_dir)
-        fit_or_fail(
-            trainer,
-            module,
-            lambda: what_a_stop_left(cfg),
-            datamodule=datamodule,
-            ckpt_path=ckpt_path,
-            weights_only=True,
-        )
+        with sigterm_fails(trainer, lambda: what_a_stop_left(cfg)):
+            trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
 
 
 def what_a_stop_left(cfg: TrainingConfig) -> str:
@@ -355,7 +349,8 @@ def final_metrics(
     the run's facts and, under DDP, every replica's parameter digest."""
     final = {k: v for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
     if not final or trainer.global_step % cfg.val_every_n_steps:  # last step not validated yet
-        final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
+        with sigterm_fails(trainer, lambda: what_a_stop_left(cfg)):
+            final = trainer.validate(module, datamodule=datamodule, verbose=False)[0]
     metrics: dict[str, Any] = {k: float(v) for k, v in final.items() if k.startswith("val/")}
     metrics["global_step"] = int(trainer.global_step)
     metrics["world_size"] = int(trainer.world_size)

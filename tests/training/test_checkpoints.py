@@ -25,7 +25,7 @@ from bert_pipeline.model.checkpoint import save_pretrained
 from bert_pipeline.params import ConfigError
 from bert_pipeline.training.core import StoppedBySignal
 from bert_pipeline.training.trainer import run_training
-from tests.training.test_training import tiny_config
+from tests.training.test_training import KillAt, tiny_config
 
 
 class _WeightsAtStart(Callback):
@@ -237,22 +237,11 @@ def test_a_kill_mid_write_keeps_the_last_checkpoint_and_resume_clears_the_fragme
     assert sorted(p.name for p in folder.iterdir()) == [".run.lock", "last.ckpt", "step-6.ckpt"]
 
 
-class _SigtermAtStep(Callback):
-    """`kill <pid>` after the given step, as a scheduler preempting the job would."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-
 def test_a_sigterm_fails_the_run_and_names_the_checkpoint_that_continues_it(
     tmp_path, tiny_tokenizer, tiny_examples
 ):
     last = re.escape(str(tmp_path / "ckpt" / "last.ckpt"))
-    handler, stop = signal.getsignal(signal.SIGTERM), _SigtermAtStep(4)
+    handler, stop = signal.getsignal(signal.SIGTERM), KillAt(3, signal.SIGTERM)  # stops after 4
     with pytest.raises(StoppedBySignal, match=f"at step 4: .*resume=true continues from {last}"):
         run_training(tiny_examples, tiny_tokenizer, tiny_config(tmp_path), extra_callbacks=[stop])
     assert signal.getsignal(signal.SIGTERM) == handler, "Lightning's handler outlived fit"
@@ -262,7 +251,10 @@ def test_a_sigterm_fails_the_run_and_names_the_checkpoint_that_continues_it(
     early = tmp_path / "early"
     with pytest.raises(StoppedBySignal, match=r"at step 2: .*no checkpoint written yet"):
         run_training(
-            tiny_examples, tiny_tokenizer, tiny_config(early), extra_callbacks=[_SigtermAtStep(2)]
+            tiny_examples,
+            tiny_tokenizer,
+            tiny_config(early),
+            extra_callbacks=[KillAt(1, signal.SIGTERM)],
         )
 
 

@@ -512,14 +512,15 @@ def test_pretraining_refuses_example_settings_it_cannot_trust(
 
 
 class KillAt(Callback):
-    """SIGKILL of the training process itself at a step: no exception, no clean-up."""
+    """A signal to the training process itself as the step after `at_step` starts. SIGKILL:
+    no exception, no clean-up; SIGTERM: what a scheduler preempting the job sends."""
 
-    def __init__(self, at_step: int) -> None:
-        self.at_step = at_step
+    def __init__(self, at_step: int, signum: int = signal.SIGKILL) -> None:
+        self.at_step, self.signum = at_step, signum
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         if trainer.global_step == self.at_step:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), self.signum)
 
 
 def test_kill_9_then_resume_gives_the_uninterrupted_weights(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import statistics
 
 import pandas as pd
@@ -18,6 +20,7 @@ from bert_pipeline.model import BertForSequenceClassification
 from bert_pipeline.model.checkpoint import model_from_checkpoint
 from bert_pipeline.pipelines.finetune_glue.pipeline import create_pipeline
 from bert_pipeline.schemas.glue import predictions_schema
+from bert_pipeline.training.core import StoppedBySignal
 from tests.glue.helpers import tiny_checkpoint, write_glue_tsv
 
 
@@ -374,6 +377,27 @@ def test_mean_pooling_travels_with_the_fine_tuned_model(data):
     features = GlueFeatures(encode_table(tokenizer, frame, 32), frame["label"], False)
     kept = result.dev_predictions.query("split == 'dev_matched'")["prediction"].tolist()
     assert predict(model, get_task("mnli"), features, 64).tolist() == kept
+
+
+def test_a_sigterm_during_the_test_predictions_fails_the_task(data, monkeypatch):
+    """Lightning's predict loop only notes a SIGTERM and runs on: the run stops after the batch."""
+    from bert_pipeline.glue.module import GlueModule
+
+    predicted, step = [], GlueModule.predict_step
+
+    def sigterm_in_first_batch(self, batch, batch_idx):
+        predicted.append(batch_idx)
+        if batch_idx == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return step(self, batch, batch_idx)
+
+    monkeypatch.setattr(GlueModule, "predict_step", sigterm_in_first_batch)
+    handler = signal.getsignal(signal.SIGTERM)
+    stopped = "^prediction stopped by SIGTERM: the task's results were not saved$"
+    with pytest.raises(StoppedBySignal, match=stopped):
+        _run(data, tiny_checkpoint(), _one_trial(eval_batch_size=4))  # 10 test rows: 3 batches
+    assert predicted == [0]
+    assert signal.getsignal(signal.SIGTERM) == handler, "Lightning's handler outlived predict"
 
 
 def test_fine_tuning_dropout_replaces_the_checkpoints_and_travels_with_the_model(data):

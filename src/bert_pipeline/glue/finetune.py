@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import lightning.pytorch as pl
 import numpy as np
 import pandas as pd
 import torch
@@ -35,6 +34,7 @@ from bert_pipeline.model.config import dropout_fields
 from bert_pipeline.training.config import TrialParams
 from bert_pipeline.training.finetune import (
     FinetuneDataModule,
+    GridResult,
     best_summary,
     refit,
     run_grid,
@@ -210,9 +210,7 @@ def finetune_task(
         _prediction_frame(task, frame, fitted.module.best_predictions[names.index(name)])
         for name, frame in zip(dev_names, dev_frames, strict=True)
     ]
-    test_preds = _prediction_frame(
-        task, test, _predict_test(fitted.trainer, fitted.module, fitted.data, task)
-    )
+    test_preds = _prediction_frame(task, test, _predict_test(fitted, task))
     out = model_to_checkpoint(
         fitted.module.model,
         tokenizer,
@@ -293,9 +291,7 @@ def _containing_row(texts: pd.Series) -> list[int]:
     return containing
 
 
-def _predict_test(
-    trainer: pl.Trainer, module: GlueModule, data: FinetuneDataModule, task: GlueTask
-) -> torch.Tensor:
-    if len(data.test) == 0:
+def _predict_test(fitted: GridResult, task: GlueTask) -> torch.Tensor:
+    if len(fitted.data.test) == 0:
         return torch.empty(0, dtype=torch.float32 if task.is_regression else torch.long)
-    return torch.cat(trainer.predict(module, datamodule=data)).cpu()
+    return fitted.predict_test()

@@ -36,8 +36,9 @@ from bert_pipeline.ner.module import (
     choice_layers,
 )
 from bert_pipeline.training.config import TrialParams
-from bert_pipeline.training.core import build_trainer
+from bert_pipeline.training.core import build_trainer, predict_batches
 from bert_pipeline.training.finetune import (
+    NOT_SAVED,
     FinetuneDataModule,
     GridResult,
     best_summary,
@@ -61,7 +62,7 @@ def _finish(
     grid: GridResult, test_gold: list[list[str]], config: NerConfig, model: dict, **extra: Any
 ) -> NerResult:
     module = grid.module
-    test_ids = torch.cat(grid.trainer.predict(module, datamodule=grid.data))
+    test_ids = grid.predict_test()
     test_tags = module.tags(test_ids, [len(s) for s in test_gold])
     record = {
         "dev_metrics": grid.dev_metrics["dev"],
@@ -144,7 +145,7 @@ def feature_cache(
             tokenizer, frame, config.label2id, config.max_seq_length, config.pack_sentences
         )
         loader = sequential_loader(encoded, config.eval_batch_size)
-        tensors[split] = torch.cat(trainer.predict(extractor, dataloaders=loader))
+        tensors[split] = predict_batches(trainer, extractor, NOT_SAVED, dataloaders=loader)
     info = {
         "layers": layers,
         "num_layers": num_layers,

@@ -110,7 +110,7 @@ def finetune_swag(
     grid = run_grid("swag", config, build, mlflow_run_id=mlflow_run_id)
     test_values = torch.empty(0, len(ENDINGS))
     if len(test_set):
-        test_values = torch.cat(grid.trainer.predict(grid.module, datamodule=grid.data)).cpu()
+        test_values = grid.predict_test()
     record = {
         "dev_metrics": grid.dev_metrics["dev"],
         "best": best_summary(grid),

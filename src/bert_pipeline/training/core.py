@@ -18,6 +18,7 @@ import torch
 from lightning.fabric.plugins import TorchCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.strategies import DDPStrategy
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch import nn
 
@@ -152,7 +153,7 @@ def build_trainer(
         logger.info("precision auto: %s", choice.reason)
     else:
         warn_emulated_bf16(precision, devices.accelerator)
-    callbacks = list(callbacks or [])
+    callbacks = [*(callbacks or []), PredictionStopsOnSigterm()]
     checkpointing = any(isinstance(c, ModelCheckpoint) for c in callbacks)
     if devices.progress_bar:
         callbacks.append(ProgressBar(refresh_rate=refresh_rate))
@@ -183,16 +184,37 @@ class StoppedBySignal(RuntimeError):
     """A run that SIGTERM (`kill`, a scheduler's preemption) ended before its last step."""
 
 
+class PredictionStopsOnSigterm(pl.Callback):
+    """Lightning's `fit` and `validate` stop on SIGTERM, its `predict` only notes it and runs
+    to the end: a kill during a task's test predictions would not stop the run."""
+
+    def on_predict_batch_end(self, trainer: pl.Trainer, *args: Any, **kwargs: Any) -> None:
+        if trainer.received_sigterm:
+            raise SIGTERMException
+
+
 @contextlib.contextmanager
 def sigterm_fails(trainer: pl.Trainer, after: Callable[[], str]) -> Iterator[None]:
-    """Makes SIGTERM a failure of the Trainer calls inside. Lightning ends `fit` or `validate`
-    on SIGTERM with SystemExit(None), so `kedro run` would exit 0 without its outputs, as if it
-    had finished. `after()` says what the stop left behind."""
+    """Makes SIGTERM a failure of the Trainer calls inside. Lightning ends `fit` and `validate`
+    (and `predict`, through PredictionStopsOnSigterm) on SIGTERM with SystemExit(None), so
+    `kedro run` would exit 0 without its outputs, as if it had finished. `after()` says what the
+    stop left behind."""
     try:
         yield
     except SIGTERMException:
-        step = f"step {trainer.global_step:,}"
-        raise StoppedBySignal(f"training stopped by SIGTERM at {step}: {after()}") from None
+        if trainer.state.fn == TrainerFn.PREDICTING:
+            stopped = "prediction stopped by SIGTERM"
+        else:
+            stopped = f"training stopped by SIGTERM at step {trainer.global_step:,}"
+        raise StoppedBySignal(f"{stopped}: {after()}") from None
+
+
+def predict_batches(
+    trainer: pl.Trainer, model: pl.LightningModule, after: str, **data: Any
+) -> torch.Tensor:
+    """`trainer.predict`'s outputs concatenated; a SIGTERM fails it (`sigterm_fails`)."""
+    with sigterm_fails(trainer, lambda: after):
+        return torch.cat(trainer.predict(model, **data))
 
 
 class SiblingCheckpointIO(TorchCheckpointIO):

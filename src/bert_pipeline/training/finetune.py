@@ -29,6 +29,7 @@ from bert_pipeline.training.core import (
     build_trainer,
     configure_adamw,
     mlflow_logger,
+    predict_batches,
     sigterm_fails,
     warmup_steps_of,
 )
@@ -209,8 +210,13 @@ class GridResult:
     def dev_metrics(self) -> dict[str, dict[str, float]]:
         return self.module.history[self.module.best_epoch]["metrics"]
 
+    def predict_test(self) -> torch.Tensor:
+        """The kept model's outputs on the data's test split, one row per example."""
+        return predict_batches(self.trainer, self.module, NOT_SAVED, datamodule=self.data).cpu()
+
 
 BEST_KEYS = ("learning_rate", "seed", "best_epoch", "best_score")
+NOT_SAVED = "the task's results were not saved"  # what a stopped fine-tuning run leaves
 Build = Callable[[TrialParams], tuple[FinetuneModule, pl.LightningDataModule]]
 
 
@@ -233,7 +239,7 @@ def _fit(
         max_epochs=config.epochs,
         log_every_n_steps=config.log_every_n_steps,
     )
-    with sigterm_fails(trainer, lambda: "the task's results were not saved"):
+    with sigterm_fails(trainer, lambda: NOT_SAVED):
         trainer.fit(module, datamodule=data)
     return module, trainer, data
 

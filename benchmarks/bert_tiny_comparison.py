@@ -19,8 +19,9 @@ cells of the tasks its folder holds and keeps the others (a task fine-tuned late
 Several folders of one row in one call that hold the same task are pretraining draws (one
 pretrained model each, say two pretraining seeds): the cell is the mean and standard deviation
 over the draws of each draw's mean, as one pretraining run is one draw of the recipe.
-`--draw NAME=EARLIER ROW` adds the kept cells of an earlier single-draw row as one more draw to
-the tasks NAME's folders hold in this call (for a draw whose folders are gone).
+`--draw NAME=EARLIER ROW` adds the kept cells of an earlier row as one more draw (or as the
+draws that row already holds) to the tasks NAME's folders hold in this call (for draws whose
+folders are gone).
 
     python benchmarks/bert_tiny_comparison.py \\
         --row "budget, 60 min=data/budget_ft" --row "random init=data/random_ft" \\
@@ -98,7 +99,10 @@ def task_cell(record: dict) -> dict:
 
 
 def combine_draws(cells: list[dict]) -> dict:
-    """One cell from several pretraining draws' cells of a task: mean and std over the draws."""
+    """One cell from several pretraining draws' cells of a task: mean and std over the draws.
+
+    A cell that is already several draws (an earlier row of them, whose folders are gone) counts
+    as its draws: its mean and sample std give back their sum and sum of squares exactly."""
     if len(cells) == 1:
         return cells[0]
     if len({bool(c.get("refit")) for c in cells}) > 1:
@@ -106,14 +110,30 @@ def combine_draws(cells: list[dict]) -> dict:
     names = cells[0]["metrics"]
     if len({"dropout" in c for c in cells}) > 1:
         raise SystemExit("draws of one row must all choose a dropout rate, or none")
+
+    def listed(cell: dict, key: str) -> list:
+        return cell[key] if "draws" in cell else [cell[key]]
+
+    counts = [c.get("draws", 1) for c in cells]
+    total = sum(counts)
+    metrics = {}
+    for k in names:
+        moments = [(n, *c["metrics"][k]) for n, c in zip(counts, cells, strict=True)]
+        mean = sum(n * m for n, m, _ in moments) / total
+        squares = sum((n - 1) * s * s + n * m * m for n, m, s in moments)
+        metrics[k] = [mean, max(0.0, (squares - total * mean * mean) / (total - 1)) ** 0.5]
     return {
-        "rate": [c["rate"] for c in cells],
-        **({"dropout": [c["dropout"] for c in cells]} if "dropout" in cells[0] else {}),
+        "rate": [r for c in cells for r in listed(c, "rate")],
+        **(
+            {"dropout": [r for c in cells for r in listed(c, "dropout")]}
+            if "dropout" in cells[0]
+            else {}
+        ),
         "seeds": min(c["seeds"] for c in cells),
-        "draws": len(cells),
+        "draws": total,
         "train": cells[0]["train"],
         **({"refit": True} if cells[0].get("refit") else {}),
-        "metrics": {k: list(mean_sd([c["metrics"][k][0] for c in cells])) for k in names},
+        "metrics": metrics,
     }
 
 
@@ -163,11 +183,9 @@ def _reference(values: dict[str, float]) -> str:
 
 
 def earlier_draw(records: list[dict], row: str, task: str) -> dict:
-    """The kept cell of `row` and `task` as one pretraining draw."""
+    """The kept cell of `row` and `task`: one pretraining draw, or the several it already holds."""
     for record in records:
         if record["row"] == row and record["task"] == task:
-            if "draws" in record:
-                raise SystemExit(f"--draw: row {row!r} {task} is already {record['draws']} draws")
             return {k: v for k, v in record.items() if k not in ("row", "task", "collected")}
     raise SystemExit(f"--draw: no row {row!r} with task {task} in the results")
 
@@ -191,7 +209,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--row", action="append", default=[], help="NAME=finetune data_dir")
     parser.add_argument(
-        "--draw", action="append", default=[], help="NAME=EARLIER ROW: one more draw of NAME"
+        "--draw", action="append", default=[], help="NAME=EARLIER ROW: its draws join NAME's"
     )
     note_options = parser.add_mutually_exclusive_group()
     note_options.add_argument("--note", default="")

@@ -294,8 +294,15 @@ def test_bert_tiny_comparison_chooses_on_the_hold_out_and_reports_dev(project_ro
     row = next(line for line in out.read_text().splitlines() if line.startswith("| kept |"))
     assert "pearson 71.2 ± 37.1" in row and "accuracy" not in row
     assert "(lr 0.0001 / 0.001, 2 pretraining draws x 2 seeds, 90 train)" in row
-    with pytest.raises(AssertionError, match="is already 2 draws"):
-        run_tool(project_root, *tool, "--row", f"more={tmp_path / 'draw2'}", "--draw", "more=both")
+    # an earlier row of several draws joins as those draws: the same cell as all the folders
+    run_tool(project_root, *tool, "--row", f"more={tmp_path / 'draw2'}", "--draw", "more=both")
+    three = [tmp_path / name for name in ("ft", "draw2", "draw2")]
+    run_tool(project_root, *tool, *(arg for f in three for arg in ("--row", f"all={f}")))
+    lines = out.read_text().splitlines()
+    more, every = (next(r for r in lines if r.startswith(f"| {n} |")) for n in ("more", "all"))
+    assert more.removeprefix("| more |") == every.removeprefix("| all |")
+    # 97.5, 45.0 and 45.0: mean 62.5, sd 30.3
+    assert "pearson 62.5 ± 30.3" in more and "(lr 0.0001 / 0.001 / 0.001, 3 pretraining" in more
     # a refit folder: its cell is the refits' dev metrics at their kept epochs
     refits = [
         {"learning_rate": 1e-4, "seed": s, "epoch": 0, "history": [{"metrics": {"dev": dev}}]}

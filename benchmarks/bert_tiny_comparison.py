@@ -102,7 +102,8 @@ def combine_draws(cells: list[dict]) -> dict:
     """One cell from several pretraining draws' cells of a task: mean and std over the draws.
 
     A cell that is already several draws (an earlier row of them, whose folders are gone) counts
-    as its draws: its mean and sample std give back their sum and sum of squares exactly."""
+    as its draws: its mean and sample std give back their sum and their squared deviations
+    exactly, so the pooled std equals the one over all the draws' means."""
     if len(cells) == 1:
         return cells[0]
     if len({bool(c.get("refit")) for c in cells}) > 1:
@@ -120,8 +121,9 @@ def combine_draws(cells: list[dict]) -> dict:
     for k in names:
         moments = [(n, *c["metrics"][k]) for n, c in zip(counts, cells, strict=True)]
         mean = sum(n * m for n, m, _ in moments) / total
-        squares = sum((n - 1) * s * s + n * m * m for n, m, s in moments)
-        metrics[k] = [mean, max(0.0, (squares - total * mean * mean) / (total - 1)) ** 0.5]
+        # within each cell's draws, then between the cells' means: no cancellation
+        deviations = sum((n - 1) * s * s + n * (m - mean) ** 2 for n, m, s in moments)
+        metrics[k] = [mean, (deviations / (total - 1)) ** 0.5]
     return {
         "rate": [r for c in cells for r in listed(c, "rate")],
         **(

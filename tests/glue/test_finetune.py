@@ -7,6 +7,7 @@ import os
 import signal
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -348,7 +349,7 @@ def test_a_phrase_holdout_holds_out_whole_sentences():
     sentences = [f"w{i}a w{i}b w{i}c w{i}d" for i in range(40)]
     phrases = [p for s in sentences for p in (s.rsplit(" ", 1)[0], s.split(" ", 2)[2])]
     texts = phrases[:40] + sentences + phrases[40:]  # the order of the file does not matter
-    train = pd.DataFrame({"text_a": texts, "text_b": None, "label": range(len(texts))})
+    train = pd.DataFrame({"text_a": texts, "text_b": None, "label": [i % 2 for i in range(120)]})
     rest, held = _hold_out(get_task("sst2"), train, 0.1, 3)
     assert len(held) == 4 and set(held["text_a"]) <= set(sentences)
     held_sentence = {t.split()[0][:-1] for t in held["text_a"]}  # "w7a" -> "w7"
@@ -358,11 +359,28 @@ def test_a_phrase_holdout_holds_out_whole_sentences():
     assert set(held["split"]) == {"train_holdout"}
 
     rest_rows, held_rows = _hold_out(get_task("cola"), train, 0.1, 3)
-    expected = train.sample(frac=0.1, random_state=3)
-    assert held_rows["text_a"].tolist() == expected["text_a"].tolist()
-    assert len(rest_rows) == len(train) - len(expected)
+    assert len(held_rows) == 12 and len(rest_rows) == len(train) - 12  # rows, not sentences
     with pytest.raises(ValueError, match="selection_holdout=0.01 of 40 train sentences"):
         _hold_out(get_task("sst2"), train, 0.01, 0)
+
+
+def test_a_classification_holdout_keeps_the_label_shares_of_train():
+    """A classification task's hold-out is drawn per label, so every draw holds train's label
+    shares (a plain draw's lean to one label rewards trials that lean the same way); a
+    regression task's is a plain draw of rows."""
+    from bert_pipeline.glue.finetune import _hold_out
+
+    labels = np.random.default_rng(0).permutation([1] * 140 + [0] * 60)
+    train = pd.DataFrame({"text_a": [f"s{i}" for i in range(200)], "label": labels})
+    plain = [train.sample(frac=0.1, random_state=s)["label"].sum() for s in range(10)]
+    assert set(plain) != {14}  # some plain draws lean: the case stratifying removes
+    for seed in range(10):
+        rest, held = _hold_out(get_task("cola"), train, 0.1, seed)
+        assert held["label"].value_counts().to_dict() == {1: 14, 0: 6}
+        assert sorted([*rest["text_a"], *held["text_a"]]) == sorted(train["text_a"])
+    scores = train.assign(label=np.linspace(0.0, 5.0, 200))
+    _, held = _hold_out(get_task("stsb"), scores, 0.1, 3)
+    assert held["text_a"].tolist() == scores.sample(frac=0.1, random_state=3)["text_a"].tolist()
 
 
 def test_mean_pooling_travels_with_the_fine_tuned_model(data):

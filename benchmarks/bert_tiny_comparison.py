@@ -259,8 +259,9 @@ def main() -> None:
         "mean at the rate its hold-out chose. The hold-out's rows are not trained on, except in "
         "a cell that says 'refit on all': there that rate's seeds trained again on all of "
         "train (`refit`), each stopped at the epoch its hold-out chose. A classification "
-        "task's hold-out is drawn per label, keeping train's label shares, in rows collected "
-        "from 2026-12-05 (aafb0ca); earlier rows drew it without regard to labels.",
+        "task's hold-out is drawn per label, keeping train's label shares, in rows that say "
+        "'hold-out drawn per label' (the second command's draw since aafb0ca); the other rows "
+        "drew it without regard to labels.",
         "",
         "| model | " + " | ".join(tasks) + " |",
         "|---|" + "---|" * len(tasks),

@@ -263,10 +263,8 @@ def _hold_out(
     rows = np.arange(len(train))
     sentence = np.array(_containing_row(train["text_a"])) if task.train_has_phrases else rows
     units = train[sentence == rows]
-    if task.is_regression:
-        held = units.sample(frac=share, random_state=seed)
-    else:
-        held = units.groupby("label", group_keys=False).sample(frac=share, random_state=seed)
+    pool = units if task.is_regression else units.groupby("label", group_keys=False)
+    held = pool.sample(frac=share, random_state=seed)
     if len(held) == 0 or len(held) == len(units):
         kind = "sentences" if task.train_has_phrases else "rows"
         raise ValueError(

@@ -38,16 +38,17 @@ from pathlib import Path
 
 from common import (
     ROOT,
+    add_note_options,
     command_line,
     dev_at,
-    glue_record_path,
     mean_sd,
+    note_of,
     read_jsonl,
+    read_task_record,
     require_holdout,
     write_report,
 )
 
-from bert_pipeline.glue.config import dropout_tag
 from bert_pipeline.glue.tasks import get_task
 from bert_pipeline.training.selection import best_mean_rate
 
@@ -139,42 +140,13 @@ def combine_draws(cells: list[dict]) -> dict:
     }
 
 
-def pooled(records: list[dict], rates: list[float]) -> dict:
-    """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
-    (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
-    record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
-    if any("tag" in t for r in records for t in r["trials"]):
-        raise SystemExit("pooled folders must each be one rate's run, not a dropout grid")
-    if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
-        raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
-    if len({r["train_examples"] for r in records}) > 1:
-        raise SystemExit("pooled folders must fine-tune the same training set")
-    trials = [
-        {**t, "tag": dropout_tag(rate), "dropout": rate}
-        for r, rate in zip(records, rates, strict=True)
-        for t in r["trials"]
-    ]
-    return {**records[0], "trials": trials}
-
-
 def read_row(spec: str) -> dict[str, dict]:
     """A row's cells from a folder, or from folders joined by "+" (one run per dropout rate)."""
-    folders = [Path(f) for f in spec.split("+")]
     cells = {}
     for task in TASKS:
-        paths = [glue_record_path(f, task) for f in folders]
-        found = [path.is_file() for path in paths]
-        if not any(found):
-            continue
-        if not all(found):
-            missing = [str(path) for path, ok in zip(paths, found, strict=True) if not ok]
-            raise SystemExit(f"{spec}: {task} is missing from {missing}")
-        records = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
-        if len(records) > 1:
-            configs = [f / "06_models" / "glue" / task / "config.json" for f in folders]
-            rates = [json.loads(c.read_text())["hidden_dropout_prob"] for c in configs]
-            records = [pooled(records, rates)]
-        cells[task] = task_cell(records[0])
+        record = read_task_record(spec, task)
+        if record is not None:
+            cells[task] = task_cell(record)
     if not cells:
         raise SystemExit(f"{spec}: no 08_reporting/glue/<task>/dev_metrics.json")
     return cells
@@ -213,10 +185,7 @@ def main() -> None:
     parser.add_argument(
         "--draw", action="append", default=[], help="NAME=EARLIER ROW: its draws join NAME's"
     )
-    note_options = parser.add_mutually_exclusive_group()
-    note_options.add_argument("--note", default="")
-    # the note outgrows the 128 KiB that Linux lets one argument hold
-    note_options.add_argument("--note-file", type=Path, help="the note, read from this file")
+    add_note_options(parser)
     parser.add_argument("--results", type=Path, default=ROOT / "benchmarks" / f"{STEM}.jsonl")
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / f"{STEM}.md")
     args = parser.parse_args()
@@ -291,8 +260,7 @@ def main() -> None:
     ):
         out = [_reference(reference[t]) if t in reference else "-" for t in tasks]
         lines.append(f"| {label} | " + " | ".join(out) + " |")
-    note = args.note_file.read_text(encoding="utf-8").rstrip("\n") if args.note_file else args.note
-    write_report(lines, note, args.output)
+    write_report(lines, note_of(args), args.output)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from bert_pipeline.glue.config import dropout_tag
 from bert_pipeline.glue.loading import load_glue_tsv_task
 from bert_pipeline.glue.tasks import HOLDOUT, GlueTask, get_task
 from bert_pipeline.training.config import FinetuneConfig, OptimizerParams
@@ -103,6 +104,42 @@ def glue_record_path(data_dir: Path, task: str) -> Path:
     return data_dir / "08_reporting" / "glue" / task / "dev_metrics.json"
 
 
+def pooled(records: list[dict], rates: list[float]) -> dict:
+    """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
+    (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
+    record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
+    if any("tag" in t for r in records for t in r["trials"]):
+        raise SystemExit("pooled folders must each be one rate's run, not a dropout grid")
+    if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
+        raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
+    if len({r["train_examples"] for r in records}) > 1:
+        raise SystemExit("pooled folders must fine-tune the same training set")
+    trials = [
+        {**t, "tag": dropout_tag(rate), "dropout": rate}
+        for r, rate in zip(records, rates, strict=True)
+        for t in r["trials"]
+    ]
+    return {**records[0], "trials": trials}
+
+
+def read_task_record(spec: str, task: str) -> dict | None:
+    """A task's `finetune_glue` record from a data_dir, or from data_dirs joined by "+" (one run
+    per fine-tuning dropout rate) pooled; None where none holds the task."""
+    folders = [Path(f) for f in spec.split("+")]
+    paths = [glue_record_path(f, task) for f in folders]
+    found = [path.is_file() for path in paths]
+    if not any(found):
+        return None
+    if not all(found):
+        missing = [str(path) for path, ok in zip(paths, found, strict=True) if not ok]
+        raise SystemExit(f"{spec}: {task} is missing from {missing}")
+    records = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    if len(records) == 1:
+        return records[0]
+    configs = [f / "06_models" / "glue" / task / "config.json" for f in folders]
+    return pooled(records, [json.loads(c.read_text())["hidden_dropout_prob"] for c in configs])
+
+
 def require_holdout(record: dict, source: str) -> None:
     """Stops unless every trial of a GLUE record chose its epoch on a held-out slice of train."""
     for trial in record["trials"]:
@@ -118,6 +155,20 @@ def dev_at(history: list[dict], epoch: int) -> list[dict]:
 def read_jsonl(path: Path) -> list[dict]:
     """The records of a results file, one JSON object per line."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def add_note_options(parser: argparse.ArgumentParser) -> None:
+    """--note or --note-file: how the collected runs were made, printed under the table."""
+    options = parser.add_mutually_exclusive_group()
+    options.add_argument("--note", default="")
+    # the note outgrows the 128 KiB that Linux lets one argument hold
+    options.add_argument("--note-file", type=Path, help="the note, read from this file")
+
+
+def note_of(args: argparse.Namespace) -> str:
+    if args.note_file:
+        return args.note_file.read_text(encoding="utf-8").rstrip("\n")
+    return args.note
 
 
 def write_report(lines: list[str], note: str, output: Path) -> None:

@@ -27,10 +27,12 @@ from pathlib import Path
 
 from common import (
     ROOT,
+    add_note_options,
     command_line,
     dev_at,
     glue_record_path,
     mean_sd,
+    note_of,
     require_holdout,
     write_report,
 )
@@ -87,9 +89,7 @@ def main() -> None:
     sources = parser.add_mutually_exclusive_group(required=True)
     sources.add_argument("--run", action="append", help="HOLDOUT_SEED=finetune data_dir")
     sources.add_argument("--pooled", type=Path, help="data_dir of a run with `holdouts` > 1")
-    note_options = parser.add_mutually_exclusive_group()
-    note_options.add_argument("--note", default="")
-    note_options.add_argument("--note-file", type=Path, help="the note, read from this file")
+    add_note_options(parser)
     parser.add_argument("--output", type=Path, help="default: benchmarks/holdout_noise_<task>.md")
     args = parser.parse_args()
     output = args.output or ROOT / "benchmarks" / f"holdout_noise_{args.task}.md"
@@ -151,7 +151,7 @@ def main() -> None:
             f"The run's answer: the pooled cell's seeds trained again on all of train, stopped at "
             f"the median of their chosen epochs ({epochs}): dev {metric} {dev:.1f} ± {sd:.1f}.",
         ]
-    write_report(lines, args.note_file.read_text() if args.note_file else args.note, output)
+    write_report(lines, note_of(args), output)
 
 
 if __name__ == "__main__":

@@ -216,8 +216,8 @@ def test_ablation_report_keeps_the_best_mean_learning_rate(project_root, tmp_pat
 def _trial(lr: float, seed: int, epochs: list[tuple[float, float]]) -> dict:
     """A finetune_glue trial record whose epochs have (hold-out, dev) STS-B Pearson scores."""
     history = [
-        {"epoch": k, "metrics": {"train_holdout": {"pearson": h, "spearman": h},
-                                 "dev": {"pearson": d, "spearman": d}}}
+        {"epoch": k, "score": h, "metrics": {"train_holdout": {"pearson": h, "spearman": h},
+                                             "dev": {"pearson": d, "spearman": d}}}
         for k, (h, d) in enumerate(epochs)
     ]  # fmt: skip
     best = max(range(len(epochs)), key=lambda k: epochs[k][0])
@@ -426,6 +426,41 @@ def test_holdout_noise_reads_a_run_of_several_hold_outs(project_root, tmp_path):
     with pytest.raises(AssertionError, match="made with refit"):
         run_tool(project_root, "holdout_noise.py", "--task", "stsb", "--run",
                  f"0={tmp_path / 'pooled'}", "--run", f"1={tmp_path / 'single'}")  # fmt: skip
+
+
+def test_selection_rules_score_each_rules_choice_on_dev(project_root, tmp_path):
+    """Four rules, four answers from one grid: the best single epochs favour 1e-3's spikes, the
+    others 1e-4 at each trial's best epoch, at the last epoch, or at the seeds' best common epoch;
+    a grid made in two runs of one dropout each ("A+B") pools, and a task of two runs gets their
+    mean."""
+
+    spiky = [
+        _trial(1e-3, 1, [(0.80, 0.40), (0.50, 0.41), (0.40, 0.42)]),
+        _trial(1e-3, 2, [(0.30, 0.43), (0.78, 0.44), (0.40, 0.45)]),
+    ]
+    steady = [_trial(1e-4, 1, [(0.60, 0.60), (0.70, 0.62), (0.71, 0.64)]),
+              _trial(1e-4, 2, [(0.62, 0.66), (0.72, 0.68), (0.66, 0.70)])]  # fmt: skip
+    for name, trials, dropout in (("a", spiky, 0.1), ("b", steady, 0.0)):
+        _write_record(tmp_path / name, {"trials": trials, "train_examples": 8})
+        config = tmp_path / name / "06_models" / "glue" / "stsb" / "config.json"
+        config.parent.mkdir(parents=True)
+        config.write_text(json.dumps({"hidden_dropout_prob": dropout}))
+    out = tmp_path / "rules.md"
+    both = ("--run", f"x={tmp_path / 'a'}+{tmp_path / 'b'}", "--run", f"y={tmp_path / 'b'}")
+    run_tool(project_root, "selection_rules.py", *both, "--without-rate", "1e-3",
+             "--output", str(out))  # fmt: skip
+    assert (
+        "| task | run | the pipeline | without 0.001 | last epoch | mean curve |\n"
+        "|---|---|---|---|---|---|\n"
+        "| stsb pearson | x | 42.0 ± 2.8 (0.1, 0.001; epoch 1/2) "
+        "| 66.0 ± 2.8 (0, 0.0001; epoch 2/3) "
+        "| 67.0 ± 4.2 (0, 0.0001; epoch 3) | 65.0 ± 4.2 (0, 0.0001; epoch 2) |\n"
+        "| stsb pearson | y | 66.0 ± 2.8 (0.0001; epoch 2/3) | 66.0 ± 2.8 (0.0001; epoch 2/3) "
+        "| 67.0 ± 4.2 (0.0001; epoch 3) | 65.0 ± 4.2 (0.0001; epoch 2) |\n"
+        "| stsb pearson | mean of 2 | 54.00 | 66.00 | 67.00 | 65.00 |\n"
+    ) in out.read_text()
+    with pytest.raises(AssertionError, match="stsb of y given twice"):
+        run_tool(project_root, "selection_rules.py", *both, "--run", f"y={tmp_path / 'a'}")
 
 
 def test_ablation_keeps_a_trial_log_when_a_second_run_of_it_is_refused(

@@ -23,6 +23,7 @@ one fine-tuning dropout rate each (their saved model configs say which) into one
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from collections.abc import Callable
 from pathlib import Path
@@ -46,10 +47,14 @@ GLUE_RECORDS = "08_reporting/glue/*/dev_metrics.json"
 
 
 def rescored(trials: list[dict], epoch: Callable[[dict], int]) -> list[dict]:
-    """The trials as if each had chosen `epoch(trial)` on its hold-out."""
-    return [
-        {**t, "best_score": t["history"][epoch(t)]["score"], "best_epoch": epoch(t)} for t in trials
-    ]
+    """The trials as if each had chosen `epoch(trial)` on its hold-out (NaN, say the Pearson of
+    constant predictions, ranks lowest, as in the pipeline)."""
+    out = []
+    for t in trials:
+        score = t["history"][epoch(t)]["score"]
+        out.append({**t, "best_score": score if math.isfinite(score) else -math.inf,
+                    "best_epoch": epoch(t)})  # fmt: skip
+    return out
 
 
 def last_epoch(trials: list[dict]) -> list[dict]:

@@ -1,5 +1,6 @@
 """How a fine-tuning grid chooses: the one rule `finetune.refit` and the collectors
-benchmarks/bert_tiny_comparison.py and holdout_noise.py share. Imports no ML framework."""
+benchmarks/bert_tiny_comparison.py, holdout_noise.py and selection_rules.py share. Imports no ML
+framework."""
 
 from __future__ import annotations
 

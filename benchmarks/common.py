@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import yaml
 
 from bert_pipeline.glue.config import dropout_tag
 from bert_pipeline.glue.loading import load_glue_tsv_task
@@ -107,17 +108,22 @@ def glue_record_path(data_dir: Path, task: str) -> Path:
 def pooled(records: list[dict], rates: list[float]) -> dict:
     """One record of the trials of several runs of a task, each at one fine-tuning dropout rate
     (`rates`, from each run's saved model config) with the same seeds and hold-out rows: the
-    record a run with `dropout: [<rates>]` writes, as a grid trial equals its rate's run alone."""
+    record a run with conf/budget's `dropout` grid writes, as a grid trial equals its rate's run
+    alone. The runs take the grid's order, whatever the folders' order: ties go to the earlier."""
     if any("tag" in t for r in records for t in r["trials"]):
         raise SystemExit("pooled folders must each be one rate's run, not a dropout grid")
     if len({dropout_tag(r) for r in rates}) < len(rates) or any(r.get("refits") for r in records):
         raise SystemExit(f"pooled folders need distinct dropout rates and no refit: {rates}")
     if len({r["train_examples"] for r in records}) > 1:
         raise SystemExit("pooled folders must fine-tune the same training set")
+    conf = ROOT / "conf" / "budget" / "parameters_finetune_glue.yml"
+    budget = yaml.safe_load(conf.read_text(encoding="utf-8"))["finetune_glue"]["defaults"]
+    grid = [dropout_tag(r) for r in budget["dropout"]]
+    if not {dropout_tag(r) for r in rates} <= set(grid):
+        raise SystemExit(f"pooled dropout rates {rates} are not all in conf/budget's grid {grid}")
+    runs = sorted(zip(records, rates, strict=True), key=lambda run: grid.index(dropout_tag(run[1])))
     trials = [
-        {**t, "tag": dropout_tag(rate), "dropout": rate}
-        for r, rate in zip(records, rates, strict=True)
-        for t in r["trials"]
+        {**t, "tag": dropout_tag(rate), "dropout": rate} for r, rate in runs for t in r["trials"]
     ]
     return {**records[0], "trials": trials}
 

@@ -353,6 +353,14 @@ def test_bert_tiny_comparison_chooses_the_dropout_with_the_rate(project_root, tm
     run_tool(project_root, *tool, "--row", f"pooled={a}+{b}", "--row", f"grid={both}")
     cell = "pearson 70.0 ± 0.0 / spearman 70.0 ± 0.0 (lr 0.001, dropout 0, 1 seeds, 90 train)"
     assert f"| pooled | {cell} |" in out.read_text() and f"| grid | {cell} |" in out.read_text()
+    # A tie on the hold-out goes to the grid's earlier rate (conf/budget: 0.1), in either order
+    tie_a = write("tie_a", [_trial(1e-3, 1, [(0.55, 0.60)])], 0.1)
+    tie_b = write("tie_b", [_trial(1e-3, 1, [(0.55, 0.80)])], 0.0)
+    run_tool(project_root, *tool, "--row", f"tie={tie_b}+{tie_a}")
+    tied = "pearson 60.0 ± 0.0 / spearman 60.0 ± 0.0 (lr 0.001, dropout 0.1, 1 seeds, 90 train)"
+    assert f"| tie | {tied} |" in out.read_text()
+    with pytest.raises(AssertionError, match="not all in conf/budget's grid"):
+        run_tool(project_root, *tool, "--row", f"other={b}+{write('c', runs[0.1], 0.2)}")
     with pytest.raises(AssertionError, match="need distinct dropout rates"):
         run_tool(project_root, *tool, "--row", f"same={b}+{again}")
     with pytest.raises(AssertionError, match="need distinct dropout rates"):

@@ -67,12 +67,16 @@ def test_pretrain_pipeline_end_to_end(tmp_path: Path, mlflow_uri: str, project_r
         "train/loss",
         "train/mlm_loss",
         "train/tokens_per_sec",
+        "train/grad_norm",
         "val/mlm_loss",
         "val/mlm_accuracy",
         "val/nsp_accuracy",
         "val/perplexity",
     } <= set(run.data.metrics)
-    assert len(client.get_metric_history(run.info.run_id, "train/loss")) == 3
+    loss_steps = [m.step for m in client.get_metric_history(run.info.run_id, "train/loss")]
+    assert len(loss_steps) == 3
+    norms = client.get_metric_history(run.info.run_id, "train/grad_norm")
+    assert [m.step for m in norms] == loss_steps and all(m.value > 0 for m in norms)
     assert run.data.params["pretrain_model.optimizer.lr"] == "0.001"
     assert run.data.params["pretrain_model.precision_chosen"] == "32"
     assert run.data.params["pretrain_model.compile_chosen"] == "false"

@@ -567,6 +567,27 @@ def test_no_nsp_ablation_trains_on_the_mlm_loss_only(tmp_path, tiny_tokenizer, t
         assert losses[("train/loss", step)] == losses[("train/mlm_loss", step)]
 
 
+class _NormsBeforeClipping(Callback):
+    def __init__(self) -> None:
+        self.norms: dict[int, float] = {}
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        self.norms[trainer.global_step] = float(torch.nn.utils.get_total_norm(grads))
+
+
+def test_each_logged_gradient_norm_is_its_step_s_before_clipping(
+    tmp_path, tiny_tokenizer, tiny_examples
+):
+    seen = _NormsBeforeClipping()
+    config = tiny_config(tmp_path, gradient_clip_val=1e-4, max_steps=6, log_every_n_steps=2)
+    result = run_training(tiny_examples, tiny_tokenizer, config, extra_callbacks=[seen])
+    logged = result.history.query("metric == 'train/grad_norm'").set_index("step")["value"]
+    assert list(logged.index) == [1, 3, 5]
+    assert logged.to_dict() == pytest.approx({s: seen.norms[s] for s in logged.index}, rel=1e-5)
+    assert (logged > 1e-3).all(), "clipped, each would be at most 1e-4"
+
+
 def test_nsp_loss_weight_scales_the_nsp_term_of_the_training_loss(
     tmp_path, tiny_tokenizer, tiny_examples
 ):

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from lightning.pytorch.callbacks import Timer, TQDMProgressBar
 from lightning.pytorch.loggers import Logger, MLFlowLogger
-from lightning.pytorch.utilities import rank_zero_only
+from lightning.pytorch.utilities import grad_norm, rank_zero_only
 
 
 class TokenThroughput(pl.Callback):
@@ -70,6 +70,19 @@ class LearningRate(pl.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         lr = trainer.optimizers[0].param_groups[0]["lr"]
         pl_module.log("train/lr", lr, on_step=True, on_epoch=False, batch_size=1)
+
+
+class GradNorm(pl.Callback):
+    """Logs the gradients' global L2 norm before clipping as `train/grad_norm`: how hard
+    `gradient_clip_val` binds (above 1.0 on nearly every sampled step of the budget hour,
+    benchmarks/bert_tiny_comparison.md). Computed only on the steps Lightning logs."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if (trainer.global_step + 1) % trainer.log_every_n_steps:
+            return
+        norm = grad_norm(pl_module, norm_type=2).get("grad_2.0_norm_total")
+        if norm is not None:
+            pl_module.log("train/grad_norm", norm, on_step=True, on_epoch=False, batch_size=1)
 
 
 class TimeBudget(Timer):

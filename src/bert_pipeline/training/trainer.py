@@ -39,6 +39,7 @@ from bert_pipeline.model.config import dropout_fields
 from bert_pipeline.params import ConfigError
 from bert_pipeline.runlock import RunLock
 from bert_pipeline.training.callbacks import (
+    GradNorm,
     HistoryLogger,
     LearningRate,
     TimeBudget,
@@ -405,7 +406,7 @@ def run_training(
 
     history, mlflow = HistoryLogger(), mlflow_logger(mlflow_run_id, mlflow_tracking_uri)
     throughput = TokenThroughput(cfg.log_every_n_steps)
-    callbacks = [throughput, LearningRate(), *(extra_callbacks or [])]
+    callbacks = [throughput, LearningRate(), GradNorm(), *(extra_callbacks or [])]
     trainer = build_pretraining_trainer(cfg, [history, *mlflow], callbacks)
     fit(trainer, module, datamodule, cfg)
 

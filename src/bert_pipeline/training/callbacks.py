@@ -74,8 +74,8 @@ class LearningRate(pl.Callback):
 
 class GradNorm(pl.Callback):
     """Logs the gradients' global L2 norm before clipping as `train/grad_norm`: how hard
-    `gradient_clip_val` binds (in the budget hour above 1.0 on every sampled step from step 800
-    on, benchmarks/bert_tiny_comparison.md). Computed only on the steps Lightning logs."""
+    `gradient_clip_val` binds (benchmarks/bert_tiny_comparison.md). Computed only on the steps
+    Lightning logs, so the other steps pay nothing for it."""
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if (trainer.global_step + 1) % trainer.log_every_n_steps:
